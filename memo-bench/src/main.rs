@@ -1,0 +1,2 @@
+//! memo-bench: the benchmark harness (being built).
+fn main() {}

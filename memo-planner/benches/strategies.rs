@@ -1,0 +1,2 @@
+//! Criterion benchmarks of the planning strategies (filled in with the trace generators).
+fn main() {}

@@ -1,0 +1,218 @@
+//! Problems with known answers, and random problems, for tests and benchmarks.
+//!
+//! The hand-checked cases come from `shared/data/tflite-cases.md` (TFLite's planner tests,
+//! inclusive op intervals converted to half-open) and `shared/data/other-test-vectors.md`
+//! (minimalloc, XLA). [`dnn_trace`] generates DNN-shaped traces of any size.
+
+use crate::problem::{Buffer, Problem};
+
+/// Builds a problem from TFLite usage records `(size, first_task, last_task)`, whose ends
+/// are inclusive; ids are the record indices.
+pub fn tflite_records(records: &[(u64, u64, u64)]) -> Problem {
+    Problem::new(
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, &(size, first, last))| Buffer::new(i.to_string(), first, last + 1, size))
+            .collect(),
+    )
+    .expect("valid TFLite records")
+}
+
+/// TFLite `ChainRecords`: lower bounds 96 (both families).
+pub fn tflite_chain() -> Problem {
+    tflite_records(&[(16, 0, 1), (8, 1, 2), (64, 2, 3), (32, 3, 4), (8, 4, 5)])
+}
+
+/// TFLite `ComplexRecords`: offsets lower bound 96, shared-objects lower bound 112.
+pub fn tflite_complex() -> Problem {
+    tflite_records(&[
+        (32, 0, 1),
+        (32, 1, 4),
+        (8, 2, 5),
+        (16, 3, 5),
+        (8, 4, 5),
+        (64, 5, 7),
+        (8, 6, 8),
+        (8, 7, 8),
+        (16, 8, 9),
+    ])
+}
+
+/// The minimalloc README example: fits in 12 (offsets 8, 8, 4, 4, 0 is one optimum).
+pub fn minimalloc_example() -> Problem {
+    Problem::new(vec![
+        Buffer::new("b1", 0, 3, 4),
+        Buffer::new("b2", 3, 9, 4),
+        Buffer::new("b3", 0, 9, 4),
+        Buffer::new("b4", 9, 21, 4),
+        Buffer::new("b5", 0, 21, 4),
+    ])
+    .expect("valid example")
+}
+
+/// minimalloc's `InfeasibleTricky`: max load 4, optimum 5.
+pub fn minimalloc_tricky() -> Problem {
+    let v = [
+        (0, 1, 3),
+        (0, 3, 1),
+        (4, 5, 3),
+        (2, 5, 1),
+        (1, 2, 2),
+        (3, 4, 2),
+        (1, 4, 1),
+    ];
+    Problem::new(
+        v.iter()
+            .enumerate()
+            .map(|(i, &(l, u, s))| Buffer::new(i.to_string(), l, u, s))
+            .collect(),
+    )
+    .expect("valid")
+}
+
+/// XLA heap-simulator cases `(name, problem, expected offsets, expected heap size)` for
+/// size-descending best fit. (XLA's `DecreasingSizeWithAlignment` uses alignment 20, which
+/// is not a power of two, so it is not a valid problem here.)
+pub fn xla_cases() -> Vec<(&'static str, Problem, Vec<u64>, u64)> {
+    let mk = |v: &[(&str, u64, u64, u64)], align: u64| {
+        Problem::new(
+            v.iter()
+                .map(|&(id, f, l, s)| Buffer::new(id, f, l + 1, s).with_align(align))
+                .collect(),
+        )
+        .expect("valid")
+    };
+    vec![
+        (
+            "DecreasingSize",
+            mk(
+                &[
+                    ("a", 0, 4, 10),
+                    ("b", 1, 5, 30),
+                    ("c", 2, 6, 20),
+                    ("d", 3, 7, 40),
+                ],
+                1,
+            ),
+            vec![90, 40, 70, 0],
+            100,
+        ),
+        (
+            "BestFit",
+            mk(
+                &[
+                    ("a", 0, 3, 10),
+                    ("b", 1, 6, 20),
+                    ("c", 2, 7, 40),
+                    ("d", 4, 8, 30),
+                    ("e", 5, 9, 50),
+                ],
+                1,
+            ),
+            vec![90, 120, 50, 90, 0],
+            140,
+        ),
+    ]
+}
+
+/// A deterministic xorshift generator, so fixtures need no extra dependency.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `[0, n)` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// A DNN-shaped trace of `n` buffers: a chain of ops, each producing an activation that
+/// lives a few ops (longer for skip connections), plus short-lived workspaces and small
+/// shape vectors, and a few weights alive throughout. Sizes span bytes to megabytes.
+pub fn dnn_trace(n: usize, seed: u64) -> Problem {
+    let mut rng = Rng::new(seed);
+    let mut buffers = Vec::with_capacity(n);
+    let mut t = 0u64;
+    let n_long = (n / 200).max(1);
+    let horizon = (n as u64) * 2 + 8;
+    while buffers.len() < n {
+        let id = buffers.len();
+        let kind = rng.below(100);
+        let (life, size) = if buffers.len() < n_long {
+            (horizon, 1 << (12 + rng.below(8)))
+        } else if kind < 45 {
+            // Activation: lives until a few ops later; sometimes a skip connection.
+            let life = if rng.below(10) == 0 {
+                8 + rng.below(40)
+            } else {
+                2 + rng.below(4)
+            };
+            (life, 4 * (1 + rng.below(64)) * (1 << rng.below(14)))
+        } else if kind < 70 {
+            (1, 64 * (1 + rng.below(1 << 12))) // workspace within one op
+        } else {
+            (1 + rng.below(3), 8 * (1 + rng.below(8))) // shapes, strides, indices
+        };
+        buffers.push(Buffer::new(id.to_string(), t, t + life, size));
+        if rng.below(3) == 0 {
+            t += 1;
+        }
+    }
+    Problem::new(buffers).expect("generated trace is valid")
+}
+
+#[cfg(test)]
+pub(crate) mod strategies {
+    //! proptest strategies for random problems.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Random problems of up to `max_n` buffers with small times, sizes and alignments, so
+    /// that conflicts, ties and touching lifetimes are common.
+    pub fn problem(max_n: usize) -> impl Strategy<Value = Problem> {
+        proptest::collection::vec((0u64..24, 1u64..12, 1u64..64, 0u32..4), 0..max_n).prop_map(|v| {
+            Problem::new(
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, (l, len, s, a))| {
+                        Buffer::new(i.to_string(), l, l + len, s).with_align(if a == 3 {
+                            8
+                        } else {
+                            1
+                        })
+                    })
+                    .collect(),
+            )
+            .expect("valid")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dnn_trace_is_deterministic_and_sized() {
+        let a = dnn_trace(1000, 7);
+        assert_eq!(a.len(), 1000);
+        assert_eq!(a, dnn_trace(1000, 7));
+        assert_ne!(a, dnn_trace(1000, 8));
+    }
+}

@@ -1,0 +1,2 @@
+//! The `memo` command line.
+fn main() {}

@@ -1,0 +1,11 @@
+//! memomalloc: a profiling global allocator for programs that repeat the same computation.
+//!
+//! This facade re-exports the workspace's libraries:
+//! - [`planner`] ([`memo_planner`]): strategies, lower bounds, validation, formats, heap maps;
+//! - [`alloc`] ([`memo_alloc`]): the `#[global_allocator]`.
+//!
+//! The `memo` binary (`cargo run --release --bin memo -- --help`) plans, compares and draws
+//! allocation problems and recorded traces.
+
+pub use memo_alloc as alloc;
+pub use memo_planner as planner;
