@@ -1,8 +1,297 @@
-//! `memo-alloc`: the profiling `#[global_allocator]` of memomalloc.
+//! `memo-alloc`: a profiling `#[global_allocator]` for programs that repeat the same
+//! computation.
 //!
-//! The first run of a *pass* (one request through a model, say) is profiled: every
-//! allocation's size, alignment, lifetime and provenance is recorded. `memo-planner`
-//! then places the pass's short-lived allocations in one slab, and later runs of the
-//! pass are served from a slab by pointer arithmetic, without a heap lock.
+//! ```no_run
+//! #[global_allocator]
+//! static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
 //!
-//! This crate is being built; see `docs/ARCHITECTURE.md` for the plan.
+//! fn infer(x: &[f32]) -> Vec<f32> {
+//!     let _pass = memo_alloc::pass("model");          // profile once, replay afterwards
+//!     let h: Vec<f32> = { let _op = memo_alloc::op("scale"); x.iter().map(|v| v * 2.0).collect() };
+//!     let y: Vec<f32> = { let _op = memo_alloc::op("relu"); h.iter().map(|v| v.max(0.0)).collect() };
+//!     y                                                 // outlives the pass: never in the slab
+//! }
+//! # fn main() { for _ in 0..3 { infer(&[1.0, -2.0]); } }
+//! ```
+//!
+//! # The contract
+//! - The first [`pass`] of a key is **profiled**: every allocation, reallocation and free on
+//!   the pass's thread is recorded with its size, alignment, lifetime (in events) and
+//!   provenance (its op-scope path and its ordinal in that scope). At the end of the pass
+//!   the allocations that did not outlive it are planned into one slab with
+//!   `memo-planner` (strategy `best` by default).
+//! - Later passes of the key are **replayed**: each allocation is matched to its planned
+//!   slot by (scope, ordinal) and served from a slab by pointer arithmetic, with no lock
+//!   and no system call. Each concurrently running pass gets its own slab instance.
+//! - Whatever the program does differently from its profile stays correct: before a slot
+//!   is handed out, a check proves no overlapping slot is live; a failed check, a larger
+//!   request, a stricter alignment, an unplanned allocation or one that escaped the
+//!   profiled pass is served by the backend and counted as a *miss* with its reason
+//!   ([`MissReason`], [`stats`]). A key that misses often is profiled again.
+//! - Frees of slab pointers work from any thread and mark the slot free with one atomic
+//!   store. Allocations outside passes go to the backend after one thread-local check.
+//!
+//! # What is planned
+//! Allocations made on the pass's thread between `pass()` and the guard's drop, freed on
+//! that thread before the pass ends. Not planned: allocations that outlive the pass
+//! (outputs), allocations freed on another thread during profiling (their lifetime is
+//! unknown), allocations on other threads.
+//!
+//! # Settings
+//! Read once at the first pass from the environment, or set in code with [`configure`]
+//! before it: `MEMO_MODE=replay|profile|off`, `MEMO_STRATEGY=<offset strategy>`,
+//! `MEMO_TRACE_DIR=<dir>` (write each profiled pass's trace and plan as JSON),
+//! `MEMO_PLAN_DIR=<dir>` (load plans written earlier; their keys skip profiling),
+//! `MEMO_BACKTRACE=1` (capture call sites while profiling), `MEMO_MAX_PLANS=<n>`.
+
+#![warn(missing_docs)]
+
+mod compile;
+pub mod config;
+pub mod files;
+mod hash;
+mod init;
+mod pass;
+mod recorder;
+mod region;
+mod registry;
+mod replay;
+mod report;
+mod slab;
+pub mod stats;
+mod sync;
+pub mod tag;
+mod tls;
+pub mod trace;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+
+pub use config::{configure, Config, Mode};
+pub use pass::{observe, op, pass, OpGuard, PassGuard};
+pub use report::{report, stats, PassReport};
+pub use stats::{MissReason, Stats};
+
+use tls::Hot;
+
+/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
+/// `MemoAlloc::new(backend)` over any other.
+///
+/// Use one per process, as the `#[global_allocator]`.
+pub struct MemoAlloc<B: GlobalAlloc = System> {
+    backend: B,
+}
+
+impl MemoAlloc<System> {
+    /// Over the system allocator.
+    pub const fn system() -> MemoAlloc<System> {
+        MemoAlloc { backend: System }
+    }
+}
+
+impl<B: GlobalAlloc> MemoAlloc<B> {
+    /// Over `backend`, which serves everything that is not served from a slab.
+    pub const fn new(backend: B) -> MemoAlloc<B> {
+        MemoAlloc { backend }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    #[cold]
+    unsafe fn alloc_in_pass(&self, layout: Layout, zeroed: bool, hot: Hot) -> *mut u8 {
+        tls::with(
+            |s| {
+                let p = s.pass.get();
+                if p.is_null() {
+                    // SAFETY: forwarded from GlobalAlloc::alloc.
+                    return unsafe { self.backend_alloc(layout, zeroed) };
+                }
+                // SAFETY: `p` is this thread's running pass, owned by its guard.
+                let pass = unsafe { &mut *p };
+                let node = s.top(0);
+                if hot == Hot::Replay {
+                    pass.counters.allocations += 1;
+                    // SAFETY: `pass` is this thread's replayed pass.
+                    match unsafe { replay::alloc(pass, node, layout) } {
+                        Ok(ptr) => {
+                            pass.counters.slab_hits += 1;
+                            pass.counters.slab_bytes += layout.size() as u64;
+                            if zeroed {
+                                // SAFETY: the slot holds at least `layout.size()` bytes.
+                                unsafe { ptr.write_bytes(0, layout.size()) };
+                            }
+                            return ptr;
+                        }
+                        Err(reason) => {
+                            pass::count_miss(pass, reason);
+                            // SAFETY: forwarded.
+                            return unsafe { self.backend_alloc(layout, zeroed) };
+                        }
+                    }
+                }
+                // Profiling: backend, then record with the guard set.
+                // SAFETY: forwarded.
+                let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+                if !ptr.is_null() {
+                    if let Some(rec) = pass.recorder.as_mut() {
+                        tls::begin_bookkeeping(s);
+                        rec.on_alloc(
+                            ptr,
+                            layout.size() as u64,
+                            layout.align() as u64,
+                            zeroed,
+                            node,
+                        );
+                        tls::end_bookkeeping(s);
+                    }
+                }
+                ptr
+            },
+            // SAFETY: forwarded (only reachable if the thread-local were gone).
+            unsafe { self.backend_alloc(layout, zeroed) },
+        )
+    }
+
+    #[inline(always)]
+    unsafe fn backend_alloc(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
+        unsafe {
+            if zeroed {
+                self.backend.alloc_zeroed(layout)
+            } else {
+                self.backend.alloc(layout)
+            }
+        }
+    }
+
+    #[cold]
+    unsafe fn dealloc_profiled(&self, ptr: *mut u8, layout: Layout) {
+        tls::with(
+            |s| {
+                let p = s.pass.get();
+                if !p.is_null() {
+                    // SAFETY: this thread's running pass.
+                    if let Some(rec) = unsafe { (*p).recorder.as_mut() } {
+                        tls::begin_bookkeeping(s);
+                        rec.on_dealloc(ptr);
+                        tls::end_bookkeeping(s);
+                    }
+                }
+            },
+            (),
+        );
+        // SAFETY: forwarded from GlobalAlloc::dealloc.
+        unsafe { self.backend.dealloc(ptr, layout) }
+    }
+
+    #[cold]
+    unsafe fn realloc_slab(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` is a live slab pointer (GlobalAlloc::realloc's contract).
+        if new_size as u64 <= unsafe { replay::capacity(ptr) } {
+            return ptr; // grows (or shrinks) in place
+        }
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: non-zero size (GlobalAlloc::realloc's contract).
+        let new = unsafe { self.backend.alloc(new_layout) };
+        if !new.is_null() {
+            tls::with(
+                |s| {
+                    let p = s.pass.get();
+                    if !p.is_null() && s.hot.get() == Hot::Replay {
+                        // SAFETY: this thread's running pass.
+                        pass::count_miss(unsafe { &mut *p }, MissReason::ReallocGrow);
+                    }
+                },
+                (),
+            );
+            // SAFETY: both blocks are valid for the copied length and distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                replay::free(ptr);
+            }
+        }
+        new
+    }
+
+    #[cold]
+    unsafe fn realloc_profiled(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded from GlobalAlloc::realloc.
+        let new = unsafe { self.backend.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            tls::with(
+                |s| {
+                    let p = s.pass.get();
+                    if !p.is_null() {
+                        // SAFETY: this thread's running pass.
+                        if let Some(rec) = unsafe { (*p).recorder.as_mut() } {
+                            tls::begin_bookkeeping(s);
+                            rec.on_realloc(ptr, new, new_size as u64, layout.align() as u64);
+                            tls::end_bookkeeping(s);
+                        }
+                    }
+                },
+                (),
+            );
+        }
+        new
+    }
+}
+
+// SAFETY: every pointer returned comes either from the backend (with the caller's layout)
+// or from a slab slot whose offset is a multiple of the requested alignment (checked
+// against the slot's guaranteed alignment) and whose size is at least the requested size,
+// and which no other live allocation overlaps (checked before hand-out). Slab pointers are
+// never passed to the backend; backend pointers never to the slab.
+unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match tls::hot() {
+            // SAFETY: forwarded.
+            Hot::Backend => unsafe { self.backend.alloc(layout) },
+            // SAFETY: forwarded.
+            hot => unsafe { self.alloc_in_pass(layout, false, hot) },
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match tls::hot() {
+            // SAFETY: forwarded.
+            Hot::Backend => unsafe { self.backend.alloc_zeroed(layout) },
+            // SAFETY: forwarded.
+            hot => unsafe { self.alloc_in_pass(layout, true, hot) },
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if region::contains(ptr) {
+            // SAFETY: a live pointer we handed out from a slab.
+            return unsafe { replay::free(ptr) };
+        }
+        match tls::hot() {
+            // SAFETY: forwarded.
+            Hot::Profile => unsafe { self.dealloc_profiled(ptr, layout) },
+            // SAFETY: forwarded.
+            _ => unsafe { self.backend.dealloc(ptr, layout) },
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if region::contains(ptr) {
+            // SAFETY: forwarded; `ptr` is a live slab pointer.
+            return unsafe { self.realloc_slab(ptr, layout, new_size) };
+        }
+        match tls::hot() {
+            // SAFETY: forwarded.
+            Hot::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
+            // SAFETY: forwarded.
+            _ => unsafe { self.backend.realloc(ptr, layout, new_size) },
+        }
+    }
+}

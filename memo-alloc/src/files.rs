@@ -1,0 +1,124 @@
+//! `MEMO_TRACE_DIR` output and `MEMO_PLAN_DIR` input.
+//!
+//! Each profiled pass writes `<key>.<n>.trace.json` and `<key>.<n>.plan.json`, where `<key>`
+//! is the pass key with characters other than ASCII letters, digits, `-`, `_` and `.`
+//! replaced by `_`, and `<n>` counts the key's profiled passes in this process (from 1).
+//! Plans are loaded from every `*.plan.json` in the plan directory; when a key has several,
+//! the one written last (highest `<n>`, then name order) wins.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+
+use crate::compile::CompiledPlan;
+use crate::registry;
+use crate::slab::Slabs;
+use crate::sync::Ordering;
+use crate::trace::{PlanFile, Trace};
+
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
+
+/// The file-name form of a key.
+pub fn file_stem(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes a pass's trace and plan; errors are reported on stderr, never fatal.
+pub(crate) fn write_pass(dir: &Path, trace: &Trace, plan: &PlanFile) {
+    let n = registry::find(&trace.key)
+        .map(|e| e.passes_profiled.load(Ordering::Relaxed))
+        .unwrap_or_else(|| WRITTEN.fetch_add(1, Ordering::Relaxed) + 1);
+    let stem = file_stem(&trace.key);
+    let result = std::fs::create_dir_all(dir).and_then(|_| {
+        write_json(&dir.join(format!("{stem}.{n}.trace.json")), trace)?;
+        write_json(&dir.join(format!("{stem}.{n}.plan.json")), plan)
+    });
+    if let Err(e) = result {
+        eprintln!(
+            "memomalloc: cannot write the trace of {:?} to {}: {e}",
+            trace.key,
+            dir.display()
+        );
+    }
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    serde_json::to_writer(file, value).map_err(std::io::Error::other)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a trace written by a profiled pass.
+pub fn read_trace(path: &Path) -> Result<Trace, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let trace: Trace =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if trace.format != crate::trace::TRACE_FORMAT || trace.version != crate::trace::FORMAT_VERSION {
+        return Err(format!(
+            "{}: format {:?} version {} is not a memomalloc trace version {}",
+            path.display(),
+            trace.format,
+            trace.version,
+            crate::trace::FORMAT_VERSION
+        ));
+    }
+    Ok(trace)
+}
+
+/// Reads and checks a plan document.
+pub fn read_plan(path: &Path) -> Result<PlanFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let plan: PlanFile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    plan.check()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(plan)
+}
+
+/// Loads every plan of `dir` into the registry; returns how many keys got a plan.
+pub(crate) fn load_plans(dir: &Path, max_plans: usize) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        eprintln!("memomalloc: MEMO_PLAN_DIR {} cannot be read", dir.display());
+        return 0;
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".plan.json"))
+        .collect();
+    let serial = |p: &Path| -> u64 {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = name.trim_end_matches(".plan.json");
+        stem.rsplit('.')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    paths.sort_by(|a, b| serial(a).cmp(&serial(b)).then_with(|| a.cmp(b)));
+    let mut loaded = 0;
+    for path in paths {
+        let compiled = read_plan(&path).and_then(|p| {
+            CompiledPlan::compile(&p).map_err(|e| format!("{}: {e}", path.display()))
+        });
+        match compiled {
+            Ok(plan) => {
+                if let Some(entry) = registry::entry(&plan.key) {
+                    entry.publish(Box::new(Slabs::new(plan)), max_plans);
+                    loaded += 1;
+                }
+            }
+            Err(e) => eprintln!("memomalloc: skipping plan {e}"),
+        }
+    }
+    loaded
+}

@@ -1,0 +1,396 @@
+//! The profiling recorder: events of one pass on its thread, turned into a [`Trace`].
+//!
+//! Every method runs with the re-entrancy guard set, so its own allocations go to the
+//! backend. Frees are paired with their allocation through a table keyed by the canonical
+//! address of the live allocation, holding its full record index; the record's 16-bit tag
+//! is the low half of that index. Because an address maps to at most one *live*
+//! allocation, pairing stays exact when the backend reuses addresses and beyond 65,536
+//! allocations.
+
+use crate::hash::FastMap;
+use crate::tag::TaggedPtr;
+use crate::trace::{
+    AllocKind, Trace, TraceAlloc, TraceScope, TraceUse, FORMAT_VERSION, TRACE_FORMAT,
+};
+
+const NONE: u32 = u32::MAX;
+const LIVE: u64 = u64::MAX;
+/// Frames kept per call site.
+const FRAMES: usize = 12;
+
+struct Record {
+    ptr: TaggedPtr,
+    size: u64,
+    align: u64,
+    kind: AllocKind,
+    alloc: u64,
+    free: u64,
+    scope: u32,
+    ordinal: u32,
+    parent: u32,
+    /// The backend handed its address out again before we saw its free (freed on
+    /// another thread): its lifetime is unknown, so it is treated as escaping.
+    lost: bool,
+    /// Index of the first frame in `frames`, or `NONE`.
+    site: u32,
+}
+
+struct Scope {
+    parent: u32,
+    name: &'static str,
+    occurrence: u32,
+}
+
+/// Records one profiled pass.
+pub(crate) struct Recorder {
+    key: &'static str,
+    time: u64,
+    records: Vec<Record>,
+    live: FastMap<usize, u32>,
+    scopes: Vec<Scope>,
+    scope_index: FastMap<(u32, &'static str, u32), u32>,
+    occurrences: FastMap<(u32, &'static str), u32>,
+    ordinals: Vec<u32>,
+    uses: Vec<TraceUse>,
+    frames: Option<Vec<usize>>,
+}
+
+impl Recorder {
+    pub(crate) fn new(key: &'static str, backtrace: bool) -> Recorder {
+        Recorder {
+            key,
+            time: 0,
+            records: Vec::with_capacity(1024),
+            live: FastMap::default(),
+            scopes: vec![Scope {
+                parent: NONE,
+                name: key,
+                occurrence: 0,
+            }],
+            scope_index: FastMap::default(),
+            occurrences: FastMap::default(),
+            ordinals: vec![0],
+            uses: Vec::new(),
+            frames: backtrace.then(Vec::new),
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        let t = self.time;
+        self.time += 1;
+        t
+    }
+
+    /// Enters op `name` under scope `parent`; returns the scope node.
+    pub(crate) fn enter_scope(&mut self, parent: u32, name: &'static str) -> u32 {
+        self.tick();
+        let occ = self.occurrences.entry((parent, name)).or_insert(0);
+        let occurrence = *occ;
+        *occ += 1;
+        let next = self.scopes.len() as u32;
+        let node = *self
+            .scope_index
+            .entry((parent, name, occurrence))
+            .or_insert(next);
+        if node == next {
+            self.scopes.push(Scope {
+                parent,
+                name,
+                occurrence,
+            });
+            self.ordinals.push(0);
+        }
+        node
+    }
+
+    pub(crate) fn exit_scope(&mut self) {
+        self.tick();
+    }
+
+    fn push(
+        &mut self,
+        addr: *mut u8,
+        size: u64,
+        align: u64,
+        kind: AllocKind,
+        scope: u32,
+        parent: u32,
+    ) -> u32 {
+        let alloc = self.tick();
+        let id = self.records.len() as u32;
+        let ordinal = if kind == AllocKind::Realloc {
+            NONE
+        } else {
+            let o = &mut self.ordinals[scope as usize];
+            let v = *o;
+            *o += 1;
+            v
+        };
+        let site = self.capture_site();
+        if let Some(old) = self.live.insert(addr as usize, id) {
+            // The backend reused an address whose free we never saw.
+            let r = &mut self.records[old as usize];
+            r.free = alloc;
+            r.lost = true;
+        }
+        self.records.push(Record {
+            ptr: TaggedPtr::new(addr, id as u16),
+            size,
+            align,
+            kind,
+            alloc,
+            free: LIVE,
+            scope,
+            ordinal,
+            parent,
+            lost: false,
+            site,
+        });
+        id
+    }
+
+    /// Records an allocation of the pass.
+    pub(crate) fn on_alloc(
+        &mut self,
+        addr: *mut u8,
+        size: u64,
+        align: u64,
+        zeroed: bool,
+        scope: u32,
+    ) {
+        let kind = if zeroed {
+            AllocKind::AllocZeroed
+        } else {
+            AllocKind::Alloc
+        };
+        self.push(addr, size, align, kind, scope, NONE);
+    }
+
+    /// Records a free; frees of allocations made outside the pass are ignored.
+    pub(crate) fn on_dealloc(&mut self, addr: *mut u8) {
+        if let Some(id) = self.live.remove(&(addr as usize)) {
+            let t = self.tick();
+            self.records[id as usize].free = t;
+        }
+    }
+
+    /// Records a realloc from `old` to `new`; reallocs of allocations made outside the
+    /// pass are ignored (they are not planned).
+    pub(crate) fn on_realloc(&mut self, old: *mut u8, new: *mut u8, size: u64, align: u64) {
+        let Some(prev) = self.live.remove(&(old as usize)) else {
+            return;
+        };
+        let scope = self.records[prev as usize].scope;
+        let id = self.push(new, size, align, AllocKind::Realloc, scope, prev);
+        self.records[prev as usize].free = self.records[id as usize].alloc;
+    }
+
+    /// Resolves an interior pointer to the live allocation containing it and records the use.
+    pub(crate) fn observe(&mut self, p: usize) -> Option<u32> {
+        let (id, start) = self.live.iter().find_map(|(&a, &id)| {
+            let size = self.records[id as usize].size as usize;
+            (a <= p && p < a + size.max(1)).then_some((id, a))
+        })?;
+        let time = self.tick();
+        self.uses.push(TraceUse {
+            time,
+            allocation: id,
+            offset: (p - start) as u64,
+        });
+        Some(id)
+    }
+
+    fn capture_site(&mut self) -> u32 {
+        let Some(frames) = self.frames.as_mut() else {
+            return NONE;
+        };
+        let start = frames.len() as u32;
+        let mut n = 0;
+        // SAFETY: `trace_unsynchronized` requires that no other thread unwinds through
+        // the unwinder's global state at the same time in a way that is not thread-safe;
+        // on Linux the unwinder (libgcc's `_Unwind_Backtrace`) is thread-safe, which is
+        // what backtrace's synchronized `trace` relies on too. We only read the IPs.
+        unsafe {
+            backtrace::trace_unsynchronized(|frame| {
+                frames.push(frame.ip() as usize);
+                n += 1;
+                n < FRAMES + 4
+            });
+        }
+        frames.push(0); // terminator
+        start
+    }
+
+    /// Ends the pass: live allocations are marked escaping, call sites resolved.
+    pub(crate) fn finish(self) -> Trace {
+        let frames = self.frames.unwrap_or_default();
+        let resolve_site = |site: u32| -> Option<Vec<String>> {
+            if site == NONE {
+                return None;
+            }
+            let ips = frames[site as usize..].iter().take_while(|&&ip| ip != 0);
+            Some(resolve_frames(ips.copied()))
+        };
+        let allocations = self
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| TraceAlloc {
+                id: i as u32,
+                tag: r.ptr.tag(),
+                ptr: r.ptr.raw(),
+                size: r.size,
+                align: r.align,
+                kind: r.kind,
+                alloc: r.alloc,
+                free: (r.free != LIVE).then_some(r.free),
+                scope: r.scope,
+                ordinal: (r.ordinal != NONE).then_some(r.ordinal),
+                realloc_parent: (r.parent != NONE).then_some(r.parent),
+                escaping: r.free == LIVE || r.lost,
+                call_site: resolve_site(r.site),
+            })
+            .collect();
+        let scopes = self
+            .scopes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| TraceScope {
+                id: i as u32,
+                parent: (s.parent != NONE).then_some(s.parent),
+                name: s.name.to_string(),
+                occurrence: s.occurrence,
+            })
+            .collect();
+        Trace {
+            format: TRACE_FORMAT.to_string(),
+            version: FORMAT_VERSION,
+            key: self.key.to_string(),
+            events: self.time,
+            scopes,
+            allocations,
+            uses: self.uses,
+        }
+    }
+}
+
+/// Symbol names of the frames, skipping the allocator's own and std's allocation glue.
+fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
+    let mut out = Vec::new();
+    for ip in ips {
+        let mut name = None;
+        backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+            if name.is_none() {
+                name = sym.name().map(|n| format!("{n:#}"));
+            }
+        });
+        let name = name.unwrap_or_else(|| format!("{ip:#x}"));
+        let internal = [
+            "memo_alloc::",
+            "backtrace::",
+            "__rust_",
+            "alloc::alloc::",
+            "alloc::raw_vec",
+            "<memo_alloc::",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p));
+        if !internal {
+            out.push(name);
+        }
+        if out.len() >= FRAMES {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(a: usize) -> *mut u8 {
+        a as *mut u8
+    }
+
+    #[test]
+    fn pairs_frees_exactly_under_address_reuse_and_tag_wrap() {
+        let mut r = Recorder::new("k", false);
+        // 70,000 allocations all at the same address: each freed before the next.
+        for _ in 0..70_000 {
+            r.on_alloc(p(0x1000), 8, 8, false, 0);
+            r.on_dealloc(p(0x1000));
+        }
+        let t = r.finish();
+        assert_eq!(t.allocations.len(), 70_000);
+        for (i, a) in t.allocations.iter().enumerate() {
+            assert_eq!(a.alloc, 2 * i as u64);
+            assert_eq!(a.free, Some(2 * i as u64 + 1));
+            assert_eq!(a.tag, i as u16);
+            assert_eq!(a.ordinal, Some(i as u32));
+            assert!(!a.escaping);
+        }
+        // Tags wrap, ids don't.
+        assert_eq!(t.allocations[65_536].tag, 0);
+    }
+
+    #[test]
+    fn reallocs_continue_the_chain_and_escapes_are_marked() {
+        let mut r = Recorder::new("k", false);
+        r.on_alloc(p(0x100), 8, 8, false, 0);
+        r.on_realloc(p(0x100), p(0x200), 64, 8);
+        r.on_realloc(p(0x200), p(0x200), 128, 8);
+        r.on_alloc(p(0x300), 8, 8, true, 0);
+        r.on_dealloc(p(0x200));
+        let t = r.finish();
+        assert_eq!(t.allocations[1].realloc_parent, Some(0));
+        assert_eq!(t.allocations[2].realloc_parent, Some(1));
+        assert_eq!(t.allocations[1].ordinal, None);
+        assert_eq!(t.allocations[3].ordinal, Some(1));
+        assert!(t.allocations[3].escaping);
+        let chains = t.chains();
+        assert_eq!(chains.len(), 2);
+        assert_eq!(
+            (chains[0].lower, chains[0].upper, chains[0].size),
+            (0, Some(4), 128)
+        );
+        assert!(chains[1].escaping);
+        let (problem, _) = t.to_problem();
+        assert_eq!(problem.len(), 1);
+    }
+
+    #[test]
+    fn unseen_frees_make_allocations_escape() {
+        let mut r = Recorder::new("k", false);
+        r.on_alloc(p(0x100), 8, 8, false, 0);
+        // Freed on another thread, then handed out again here.
+        r.on_alloc(p(0x100), 8, 8, false, 0);
+        r.on_dealloc(p(0x100));
+        let t = r.finish();
+        assert!(t.allocations[0].escaping);
+        assert!(!t.allocations[1].escaping);
+    }
+
+    #[test]
+    fn scopes_are_keyed_by_parent_name_and_occurrence() {
+        let mut r = Recorder::new("k", false);
+        let a = r.enter_scope(0, "conv");
+        r.on_alloc(p(0x10), 4, 4, false, a);
+        r.exit_scope();
+        let b = r.enter_scope(0, "conv");
+        r.on_alloc(p(0x20), 4, 4, false, b);
+        let c = r.enter_scope(b, "im2col");
+        r.exit_scope();
+        r.exit_scope();
+        assert_ne!(a, b);
+        assert_ne!(b, c);
+        assert_eq!(r.observe(0x22), Some(1));
+        assert_eq!(r.observe(0x99), None);
+        let t = r.finish();
+        assert_eq!(t.scopes[b as usize].occurrence, 1);
+        assert_eq!(t.scopes[c as usize].parent, Some(b));
+        assert_eq!(t.allocations[1].ordinal, Some(0));
+        assert_eq!(t.uses.len(), 1);
+        assert_eq!(t.uses[0].offset, 2);
+    }
+}

@@ -1,0 +1,50 @@
+//! Atomics and the one lock of the crate (for pass boundaries only).
+
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+
+/// A minimal spin lock for pass boundaries: it never allocates, and a forked child can
+/// reset it. It is never taken inside `alloc`, `dealloc` or `realloc`.
+pub(crate) struct SpinLock {
+    held: AtomicBool,
+}
+
+impl SpinLock {
+    pub(crate) const fn new() -> SpinLock {
+        SpinLock {
+            held: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> SpinGuard<'_> {
+        loop {
+            if self
+                .held
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return SpinGuard { lock: self };
+            }
+            while self.held.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Releases the lock whoever holds it: only for a forked child, whose other threads
+    /// are gone.
+    pub(crate) fn force_unlock(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+}
+
+pub(crate) struct SpinGuard<'a> {
+    lock: &'a SpinLock,
+}
+
+impl Drop for SpinGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.held.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,324 @@
+//! The trace of a profiled pass and the plan made from it, as versioned JSON documents.
+//!
+//! A trace (`"format": "memomalloc-trace"`, `"version": 1`) lists the pass's scope tree and
+//! every allocation: its tag, tagged pointer, size, alignment, kind, alloc and free time
+//! (event counter ticks), scope and ordinal, realloc parent, whether it escaped the pass,
+//! and its call site when captured. A plan (`"format": "memomalloc-plan"`) lists the scope
+//! tree and one slot per planned allocation key (scope, ordinal) with its offset, or none
+//! for allocations that escaped. `MEMO_TRACE_DIR` receives both; `MEMO_PLAN_DIR` is read
+//! for plans.
+
+use serde::{Deserialize, Serialize};
+
+use memo_planner::{align_up, Buffer, OffsetPlan, OffsetStrategy, Problem};
+
+/// Format name of trace documents.
+pub const TRACE_FORMAT: &str = "memomalloc-trace";
+/// Format name of plan documents.
+pub const PLAN_FORMAT: &str = "memomalloc-plan";
+/// Version written by this build; readers accept it and reject others.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One scope of a pass: the pass itself (id 0, no parent) or an op.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceScope {
+    /// Index in the pass's scope list.
+    pub id: u32,
+    /// Enclosing scope; `None` for the pass.
+    pub parent: Option<u32>,
+    /// The op name (the pass key for the root).
+    pub name: String,
+    /// How many same-named siblings were entered before this one under the same parent.
+    pub occurrence: u32,
+}
+
+/// How an allocation was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocKind {
+    /// `GlobalAlloc::alloc`.
+    Alloc,
+    /// `GlobalAlloc::alloc_zeroed`.
+    AllocZeroed,
+    /// `GlobalAlloc::realloc`: continues the allocation `realloc_parent`.
+    Realloc,
+}
+
+/// One allocation of a traced pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceAlloc {
+    /// Index in the trace.
+    pub id: u32,
+    /// The 16-bit tag (the low bits of `id`).
+    pub tag: u16,
+    /// The tagged pointer, as an integer.
+    pub ptr: u64,
+    /// Requested size in bytes.
+    pub size: u64,
+    /// Requested alignment.
+    pub align: u64,
+    /// How it was made.
+    pub kind: AllocKind,
+    /// Event time of the allocation.
+    pub alloc: u64,
+    /// Event time of the free (or of the realloc that moved it); `None` if still live at
+    /// pass end.
+    pub free: Option<u64>,
+    /// Innermost scope at the allocation.
+    pub scope: u32,
+    /// Ordinal among the allocations of that scope instance; `None` for reallocs.
+    pub ordinal: Option<u32>,
+    /// The allocation this realloc continues.
+    pub realloc_parent: Option<u32>,
+    /// Still live at pass end (or its free was not seen): never planned into a slab.
+    pub escaping: bool,
+    /// Resolved call-site frames, innermost first, when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<Vec<String>>,
+}
+
+/// A use of a live allocation recorded by `observe`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceUse {
+    /// Event time.
+    pub time: u64,
+    /// The allocation containing the observed pointer.
+    pub allocation: u32,
+    /// Offset of the observed pointer inside it.
+    pub offset: u64,
+}
+
+/// A profiled pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    /// Always [`TRACE_FORMAT`].
+    pub format: String,
+    /// Always [`FORMAT_VERSION`].
+    pub version: u32,
+    /// The pass key.
+    pub key: String,
+    /// Number of events (the pass's final time).
+    pub events: u64,
+    /// The scope tree; `scopes[0]` is the pass.
+    pub scopes: Vec<TraceScope>,
+    /// Every allocation, in order.
+    pub allocations: Vec<TraceAlloc>,
+    /// Uses recorded by `observe`.
+    #[serde(default)]
+    pub uses: Vec<TraceUse>,
+}
+
+/// One logical buffer of a trace: a realloc chain from its first allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    /// The chain's first allocation (its key: scope and ordinal).
+    pub root: u32,
+    /// Alloc time of the root.
+    pub lower: u64,
+    /// Free time of the last member (`None`: escaping).
+    pub upper: Option<u64>,
+    /// Largest size over the chain.
+    pub size: u64,
+    /// Largest alignment over the chain.
+    pub align: u64,
+    /// Whether any member escaped.
+    pub escaping: bool,
+}
+
+impl Trace {
+    /// Merges realloc chains into logical buffers, in root order.
+    pub fn chains(&self) -> Vec<Chain> {
+        let n = self.allocations.len();
+        let mut root_of: Vec<u32> = (0..n as u32).collect();
+        let mut chains: Vec<Chain> = Vec::new();
+        let mut chain_of_root: Vec<u32> = vec![u32::MAX; n];
+        for a in &self.allocations {
+            let idx = a.id as usize;
+            if idx >= n {
+                continue;
+            }
+            let root = match a.realloc_parent {
+                Some(p) if (p as usize) < idx => root_of[p as usize],
+                _ => a.id,
+            };
+            root_of[idx] = root;
+            let c = chain_of_root[root as usize];
+            if c == u32::MAX {
+                chain_of_root[root as usize] = chains.len() as u32;
+                chains.push(Chain {
+                    root,
+                    lower: a.alloc,
+                    upper: a.free,
+                    size: a.size,
+                    align: a.align,
+                    escaping: a.escaping,
+                });
+            } else {
+                let ch = &mut chains[c as usize];
+                ch.size = ch.size.max(a.size);
+                ch.align = ch.align.max(a.align);
+                ch.escaping |= a.escaping;
+                ch.upper = match (ch.upper, a.free) {
+                    (Some(x), Some(y)) => Some(x.max(y)),
+                    _ => None,
+                };
+            }
+        }
+        for ch in &mut chains {
+            if ch.upper.is_none() {
+                ch.escaping = true;
+            }
+        }
+        chains
+    }
+
+    /// The planner problem of the pass: one buffer per non-escaping chain, with the
+    /// alignment raised by [`plan_align`]. Also returns the chain of each buffer.
+    pub fn to_problem(&self) -> (Problem, Vec<Chain>) {
+        let chains: Vec<Chain> = self.chains().into_iter().filter(|c| !c.escaping).collect();
+        let buffers = chains
+            .iter()
+            .map(|c| {
+                let upper = c.upper.unwrap_or(c.lower + 1).max(c.lower + 1);
+                Buffer::new(c.root.to_string(), c.lower, upper, c.size.max(1))
+                    .with_align(plan_align(c.align, c.size))
+            })
+            .collect();
+        // Every field was made valid above; an error here would be a bug, and the pass
+        // is then simply not planned.
+        let problem = Problem::new(buffers).unwrap_or_default();
+        (problem, chains)
+    }
+}
+
+/// The alignment a slot gets: the requested one, raised to 16 bytes (what `malloc`
+/// guarantees) and to 64 bytes (a cache line) for buffers of 4 KiB or more.
+pub fn plan_align(requested: u64, size: u64) -> u64 {
+    let floor = if size >= 4096 { 64 } else { 16 };
+    requested.max(floor).next_power_of_two()
+}
+
+/// One planned allocation key and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanSlot {
+    /// Scope of the allocation.
+    pub scope: u32,
+    /// Ordinal in that scope instance.
+    pub ordinal: u32,
+    /// Planned size (the largest over its realloc chain).
+    pub size: u64,
+    /// Planned alignment.
+    pub align: u64,
+    /// Offset in the slab; `None` when the allocation escaped the pass (served by the
+    /// backend in replay).
+    pub offset: Option<u64>,
+}
+
+/// A plan document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFile {
+    /// Always [`PLAN_FORMAT`].
+    pub format: String,
+    /// Always [`FORMAT_VERSION`].
+    pub version: u32,
+    /// The pass key.
+    pub key: String,
+    /// Strategy that made the plan.
+    pub strategy: String,
+    /// Slab height in bytes.
+    pub height: u64,
+    /// Offsets lower bound of the planned buffers.
+    pub lower_bound: u64,
+    /// Sum of the planned sizes (what a heap would hold with no reuse).
+    pub naive: u64,
+    /// The scope tree (as in the trace).
+    pub scopes: Vec<TraceScope>,
+    /// One slot per allocation key.
+    pub slots: Vec<PlanSlot>,
+}
+
+impl PlanFile {
+    /// Plans a trace with `strategy`.
+    pub fn from_trace(trace: &Trace, strategy: OffsetStrategy) -> PlanFile {
+        let (problem, planned) = trace.to_problem();
+        let plan: OffsetPlan = strategy.plan(&problem);
+        let height = plan.height(&problem);
+        let lower_bound = memo_planner::offsets_lower_bound(&problem);
+        let mut offset_of_root = vec![None; trace.allocations.len()];
+        for (chain, &off) in planned.iter().zip(&plan.offsets) {
+            offset_of_root[chain.root as usize] = Some(off);
+        }
+        let sizes = trace.chains();
+        let mut slots = Vec::with_capacity(sizes.len());
+        for c in &sizes {
+            let a = &trace.allocations[c.root as usize];
+            let Some(ordinal) = a.ordinal else { continue };
+            slots.push(PlanSlot {
+                scope: a.scope,
+                ordinal,
+                size: c.size,
+                align: plan_align(c.align, c.size),
+                offset: offset_of_root[c.root as usize],
+            });
+        }
+        PlanFile {
+            format: PLAN_FORMAT.to_string(),
+            version: FORMAT_VERSION,
+            key: trace.key.clone(),
+            strategy: strategy.name().to_string(),
+            height,
+            lower_bound,
+            naive: problem
+                .buffers()
+                .iter()
+                .map(|b| align_up(b.size, b.align))
+                .sum(),
+            scopes: trace.scopes.clone(),
+            slots,
+        }
+    }
+
+    /// Checks the document's header and internal consistency.
+    pub fn check(&self) -> Result<(), String> {
+        if self.format != PLAN_FORMAT {
+            return Err(format!(
+                "format is {:?}, expected {PLAN_FORMAT:?}",
+                self.format
+            ));
+        }
+        if self.version != FORMAT_VERSION {
+            return Err(format!(
+                "version {} is not supported (expected {FORMAT_VERSION})",
+                self.version
+            ));
+        }
+        if self.scopes.first().is_none_or(|s| s.parent.is_some()) {
+            return Err("scope 0 must be the pass (no parent)".into());
+        }
+        for (i, s) in self.scopes.iter().enumerate() {
+            if s.id as usize != i {
+                return Err(format!("scope #{i} has id {}", s.id));
+            }
+            if i > 0 && s.parent.is_none_or(|p| p as usize >= i) {
+                return Err(format!("scope #{i} must have an earlier parent"));
+            }
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.scope as usize >= self.scopes.len() {
+                return Err(format!("slot #{i} refers to unknown scope {}", s.scope));
+            }
+            if !s.align.is_power_of_two() || s.size == 0 {
+                return Err(format!(
+                    "slot #{i} has size {} and alignment {}",
+                    s.size, s.align
+                ));
+            }
+            if let Some(o) = s.offset {
+                if o % s.align != 0 || o.checked_add(s.size).is_none_or(|e| e > self.height) {
+                    return Err(format!("slot #{i} at offset {o} does not fit the plan"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
