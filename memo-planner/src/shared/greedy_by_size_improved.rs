@@ -75,9 +75,12 @@ fn plan_staged(problem: &Problem, paper_stages: bool) -> SharedObjectsPlan {
     let timeline = Timeline::new(problem);
     let points = timeline.slots() + 1;
     let pm = positional_maximums(problem);
-    let stage_of = |size: u64| stage_key(&pm, size, paper_stages);
+    let stage: Vec<usize> = buffers
+        .iter()
+        .map(|b| stage_key(&pm, b.size, paper_stages))
+        .collect();
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| (stage_of(buffers[i].size), Reverse(buffers[i].size), i));
+    order.sort_unstable_by_key(|&i| (stage[i], Reverse(buffers[i].size), i));
 
     let mut st = State {
         buffers: problem,
@@ -94,9 +97,8 @@ fn plan_staged(problem: &Problem, paper_stages: bool) -> SharedObjectsPlan {
 
     let mut k = 0;
     while k < n {
-        let stage = stage_of(buffers[order[k]].size);
         let mut end = k;
-        while end < n && stage_of(buffers[order[end]].size) == stage {
+        while end < n && stage[order[end]] == stage[order[k]] {
             end += 1;
         }
         st.run_stage(&order[k..end]);
