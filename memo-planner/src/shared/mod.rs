@@ -14,6 +14,7 @@ pub mod greedy_by_size_improved;
 pub mod greedy_in_order;
 pub mod min_cost_flow;
 pub mod naive;
+pub(crate) mod objects;
 
 /// A shared-objects strategy, by its contract name.
 ///
