@@ -33,7 +33,11 @@ fn pairs(layout: Layout) {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("replay");
     g.measurement_time(Duration::from_secs(3));
-    for (name, size, key) in [("64B", 64usize, "bench-64"), ("64KiB", 64 << 10, "bench-64k"), ("4MiB", 4 << 20, "bench-4m")] {
+    for (name, size, key) in [
+        ("64B", 64usize, "bench-64"),
+        ("64KiB", 64 << 10, "bench-64k"),
+        ("4MiB", 4 << 20, "bench-4m"),
+    ] {
         let layout = Layout::from_size_align(size, 16).expect("layout");
         {
             let _p = memo_alloc::pass(key); // profiled

@@ -43,6 +43,8 @@ pub mod timeline;
 pub mod validate;
 
 pub use bounds::{offsets_lower_bound, positional_maximums, shared_objects_lower_bound};
+pub use format::{read_problem_file, FormatError};
+pub use heapmap::{render_svg, HeapmapOptions};
 pub use offsets::{OffsetStrategy, UnknownStrategy};
 pub use plan::{OffsetPlan, SharedObjectsPlan};
 pub use problem::{align_up, Buffer, Problem, ProblemError};

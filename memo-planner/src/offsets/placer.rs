@@ -1,9 +1,11 @@
 //! Best-fit placement against already placed, time-conflicting buffers: the inner step
 //! of Greedy by Size (Pisarchyk & Lee, Algorithm 3), Greedy by Breadth and their variants.
+//! The conflicting buffers' address ranges come merged from [`Occupancy`]; the gaps between
+//! merged runs are exactly the gaps Algorithm 3 finds scanning the buffers one by one.
 
+use crate::offsets::occupancy::Occupancy;
 use crate::plan::OffsetPlan;
 use crate::problem::{align_up, Problem};
-use crate::time_index::TimeIndex;
 use crate::timeline::Timeline;
 
 /// Marks a buffer that has no offset yet.
@@ -14,7 +16,7 @@ pub(crate) const UNPLACED: u64 = u64::MAX;
 pub(crate) struct Placer<'p> {
     problem: &'p Problem,
     timeline: Timeline,
-    index: TimeIndex,
+    occupancy: Occupancy,
     offsets: Vec<u64>,
     scratch: Vec<(u64, u64)>,
 }
@@ -22,11 +24,11 @@ pub(crate) struct Placer<'p> {
 impl<'p> Placer<'p> {
     pub(crate) fn new(problem: &'p Problem) -> Placer<'p> {
         let timeline = Timeline::new(problem);
-        let index = TimeIndex::new(timeline.slots(), problem.len());
+        let occupancy = Occupancy::new(timeline.slots());
         Placer {
             problem,
             timeline,
-            index,
+            occupancy,
             offsets: vec![UNPLACED; problem.len()],
             scratch: Vec::new(),
         }
@@ -40,15 +42,10 @@ impl<'p> Placer<'p> {
     pub(crate) fn best_fit(&mut self, i: usize) -> u64 {
         let b = &self.problem.buffers()[i];
         let (s, e) = self.timeline.span(i);
-        let buffers = self.problem.buffers();
-        let offsets = &self.offsets;
-        let scratch = &mut self.scratch;
-        scratch.clear();
-        self.index.for_each_overlapping(s, e, |j| {
-            scratch.push((offsets[j], offsets[j] + buffers[j].size));
-        });
-        scratch.sort_unstable();
-        best_gap(scratch, b.size, b.align)
+        self.scratch.clear();
+        self.occupancy.collect(s, e, &mut self.scratch);
+        self.scratch.sort_unstable();
+        best_gap(&self.scratch, b.size, b.align)
     }
 
     /// Places buffer `i` at `offset` (which must not overlap a conflicting placed buffer).
@@ -56,7 +53,8 @@ impl<'p> Placer<'p> {
         debug_assert!(!self.is_placed(i));
         self.offsets[i] = offset;
         let (s, e) = self.timeline.span(i);
-        self.index.insert(i, s, e);
+        let size = self.problem.buffers()[i].size;
+        self.occupancy.insert(s, e, offset, offset + size);
     }
 
     /// Places buffer `i` at its best-fit offset and returns it.

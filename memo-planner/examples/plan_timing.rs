@@ -1,0 +1,55 @@
+//! Times every strategy on a CSV problem or a generated DNN trace:
+//! `cargo run --release -p memo-planner --example plan_timing -- [FILE.csv | dnn:N]`.
+use std::time::Instant;
+
+use memo_planner::{
+    fixtures, offsets_lower_bound, read_problem_file, shared_objects_lower_bound, OffsetStrategy,
+    SharedObjectStrategy,
+};
+
+fn main() {
+    let arg = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "dnn:100000".into());
+    let problem = match arg.strip_prefix("dnn:") {
+        Some(n) => fixtures::dnn_trace(n.parse().expect("a number after dnn:"), 1),
+        None => match read_problem_file(&arg) {
+            Ok((p, _)) => p,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        },
+    };
+    let lb = offsets_lower_bound(&problem);
+    println!("{arg}: {} buffers, offsets lower bound {lb}", problem.len());
+    for s in OffsetStrategy::ALL {
+        if s == OffsetStrategy::Exact && problem.len() > 2000 {
+            continue;
+        }
+        let t = Instant::now();
+        let plan = s.plan(&problem);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let h = plan.height(&problem);
+        println!(
+            "  offsets {:<20} {:>16} {:>8.4}x {:>10.1} ms",
+            s.name(),
+            h,
+            h as f64 / lb as f64,
+            ms
+        );
+    }
+    let slb = shared_objects_lower_bound(&problem);
+    for s in SharedObjectStrategy::ALL {
+        let t = Instant::now();
+        let plan = s.plan(&problem);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        println!(
+            "  shared  {:<20} {:>16} {:>8.4}x {:>10.1} ms",
+            s.name(),
+            plan.total(),
+            plan.total() as f64 / slb as f64,
+            ms
+        );
+    }
+}
