@@ -47,7 +47,9 @@ impl<'p> Placer<'p> {
         self.index.for_each_overlapping(s, e, |j| {
             scratch.push((offsets[j], offsets[j] + buffers[j].size));
         });
-        scratch.sort_unstable();
+        // By start only: among equal starts only the first can open a gap, and the running
+        // end is a max, so their order does not change `best_gap`'s answer.
+        scratch.sort_unstable_by_key(|&(start, _)| start);
         best_gap(scratch, b.size, b.align)
     }
 
