@@ -44,7 +44,9 @@ impl<'p> Placer<'p> {
         let (s, e) = self.timeline.span(i);
         self.scratch.clear();
         self.occupancy.collect(s, e, &mut self.scratch);
-        self.scratch.sort_unstable();
+        // By start only: among equal starts only the first can open a gap, and the running
+        // end is a max, so their order does not change `best_gap`'s answer.
+        self.scratch.sort_unstable_by_key(|&(start, _)| start);
         best_gap(&self.scratch, b.size, b.align)
     }
 
