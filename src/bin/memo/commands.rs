@@ -1,0 +1,311 @@
+//! The subcommands.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use memo_planner::format::problem_to_csv;
+use memo_planner::heapmap::{render_svg, HeapmapOptions};
+use memo_planner::{
+    offsets_lower_bound, shared_objects_lower_bound, validate_offsets, validate_shared, OffsetPlan,
+    OffsetStrategy, Problem, SharedObjectStrategy, SharedObjectsPlan,
+};
+use serde_json::{json, Map, Value};
+
+use crate::input;
+use crate::table::{bytes, mib, thousands, Table};
+use crate::Format;
+
+/// Rows of the buffer table printed by `plan` in text form.
+const TEXT_ROWS: usize = 20;
+
+/// A plan of either family, validated.
+struct Planned {
+    strategy: &'static str,
+    shared: Option<SharedObjectsPlan>,
+    offsets: OffsetPlan,
+    total: u64,
+    lower_bound: u64,
+    millis: f64,
+}
+
+fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planned, String> {
+    if shared {
+        let s: SharedObjectStrategy = strategy
+            .unwrap_or("greedy-by-size-improved")
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        let t = Instant::now();
+        let plan = s.plan(problem);
+        let millis = t.elapsed().as_secs_f64() * 1e3;
+        let total = validate_shared(problem, &plan)
+            .map_err(|e| format!("internal error: {s} made an invalid plan: {e}"))?;
+        let offsets = plan.to_offset_plan(problem);
+        validate_offsets(problem, &offsets)
+            .map_err(|e| format!("internal error: laid-out objects overlap: {e}"))?;
+        Ok(Planned {
+            strategy: s.name(),
+            shared: Some(plan),
+            offsets,
+            total,
+            lower_bound: shared_objects_lower_bound(problem),
+            millis,
+        })
+    } else {
+        let s: OffsetStrategy = strategy
+            .unwrap_or("best")
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        let t = Instant::now();
+        let offsets = s.plan(problem);
+        let millis = t.elapsed().as_secs_f64() * 1e3;
+        let total = validate_offsets(problem, &offsets)
+            .map_err(|e| format!("internal error: {s} made an invalid plan: {e}"))?;
+        Ok(Planned {
+            strategy: s.name(),
+            shared: None,
+            offsets,
+            total,
+            lower_bound: offsets_lower_bound(problem),
+            millis,
+        })
+    }
+}
+
+fn emit(output: Option<&Path>, text: &str) -> Result<(), String> {
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`memo ... | head`) is not an error worth a message.
+            let _ = out.write_all(text.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn ratio(total: u64, bound: u64) -> f64 {
+    if bound == 0 {
+        1.0
+    } else {
+        total as f64 / bound as f64
+    }
+}
+
+/// `memo plan`.
+pub fn plan(
+    path: &Path,
+    strategy: Option<&str>,
+    shared: bool,
+    format: Format,
+    output: Option<&Path>,
+) -> Result<(), String> {
+    let input = input::read(path)?;
+    let problem = &input.problem;
+    let p = run(problem, strategy, shared)?;
+    let family = if shared { "shared_objects" } else { "offsets" };
+    let text = match format {
+        Format::Json => {
+            let mut doc = Map::new();
+            doc.insert("strategy".into(), json!(p.strategy));
+            doc.insert("family".into(), json!(family));
+            doc.insert("buffers".into(), json!(problem.len()));
+            doc.insert("total".into(), json!(p.total));
+            doc.insert("lower_bound".into(), json!(p.lower_bound));
+            doc.insert("millis".into(), json!(p.millis));
+            doc.insert("offsets".into(), json!(p.offsets.offsets));
+            if let Some(s) = &p.shared {
+                doc.insert("objects".into(), json!(s.object_ids));
+                doc.insert("object_sizes".into(), json!(s.object_sizes));
+            }
+            let mut t =
+                serde_json::to_string_pretty(&Value::Object(doc)).map_err(|e| e.to_string())?;
+            t.push('\n');
+            t
+        }
+        Format::Csv => problem_to_csv(problem, Some(&p.offsets)),
+        Format::Text => {
+            let mut t = String::new();
+            let naive = problem.buffers().iter().map(|b| b.size).sum::<u64>();
+            t.push_str(&format!("input        {}\n", path.display()));
+            t.push_str(&format!(
+                "strategy     {} ({})\n",
+                p.strategy,
+                family.replace('_', " ")
+            ));
+            t.push_str(&format!(
+                "buffers      {}\n",
+                thousands(problem.len() as u64)
+            ));
+            t.push_str(&format!("total        {}\n", bytes(p.total)));
+            t.push_str(&format!(
+                "lower bound  {}   ratio {:.4}\n",
+                bytes(p.lower_bound),
+                ratio(p.total, p.lower_bound)
+            ));
+            t.push_str(&format!(
+                "naive        {}   saved {:.1}%\n",
+                bytes(naive),
+                100.0 * (1.0 - ratio(p.total, naive.max(1)))
+            ));
+            if let Some(s) = &p.shared {
+                t.push_str(&format!(
+                    "objects      {}\n",
+                    thousands(s.num_objects() as u64)
+                ));
+            }
+            t.push_str(&format!("time         {:.2} ms\n\n", p.millis));
+            let mut table = if shared {
+                Table::new(
+                    &["id", "lower", "upper", "size", "object", "offset"],
+                    &[false, true, true, true, true, true],
+                )
+            } else {
+                Table::new(
+                    &["id", "lower", "upper", "size", "offset"],
+                    &[false, true, true, true, true],
+                )
+            };
+            for (i, b) in problem.buffers().iter().enumerate().take(TEXT_ROWS) {
+                let mut row = vec![
+                    b.id.clone(),
+                    b.lower.to_string(),
+                    b.upper.to_string(),
+                    thousands(b.size),
+                ];
+                if let Some(s) = &p.shared {
+                    row.push(s.object_ids[i].to_string());
+                }
+                row.push(thousands(p.offsets.offsets[i]));
+                table.row(row);
+            }
+            t.push_str(&table.render());
+            if problem.len() > TEXT_ROWS {
+                t.push_str(&format!(
+                    "... {} more buffers (--format csv or json lists them all)\n",
+                    thousands((problem.len() - TEXT_ROWS) as u64)
+                ));
+            }
+            t
+        }
+    };
+    emit(output, &text)
+}
+
+/// `memo compare`.
+pub fn compare(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
+    let input = input::read(path)?;
+    let problem = &input.problem;
+    let lb_offsets = offsets_lower_bound(problem);
+    let lb_shared = shared_objects_lower_bound(problem);
+    let naive: u64 = problem.buffers().iter().map(|b| b.size).sum();
+    let mut offsets = Vec::new();
+    for s in OffsetStrategy::ALL {
+        offsets.push(run(problem, Some(s.name()), false)?);
+    }
+    let mut shared = Vec::new();
+    for s in SharedObjectStrategy::ALL {
+        shared.push(run(problem, Some(s.name()), true)?);
+    }
+    let text = match format {
+        Format::Json => {
+            let family = |plans: &[Planned]| {
+                let mut m = Map::new();
+                for p in plans {
+                    m.insert(
+                        p.strategy.into(),
+                        json!({"total": p.total, "millis": p.millis}),
+                    );
+                }
+                Value::Object(m)
+            };
+            let doc = json!({
+                "input": path.display().to_string(),
+                "buffers": problem.len(),
+                "naive": naive,
+                "lower_bound": {"offsets": lb_offsets, "shared_objects": lb_shared},
+                "offsets": family(&offsets),
+                "shared_objects": family(&shared),
+            });
+            let mut t = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            t.push('\n');
+            t
+        }
+        Format::Csv => return Err("compare prints text or json".into()),
+        Format::Text => {
+            let mut t = String::new();
+            t.push_str(&format!(
+                "input        {} ({} buffers)\n",
+                path.display(),
+                thousands(problem.len() as u64)
+            ));
+            t.push_str(&format!("naive        {}\n", bytes(naive)));
+            t.push_str(&format!("lower bound  offsets {}\n", bytes(lb_offsets)));
+            t.push_str(&format!(
+                "             shared objects {}\n\n",
+                bytes(lb_shared)
+            ));
+            let mut table = Table::new(
+                &[
+                    "family",
+                    "strategy",
+                    "total (bytes)",
+                    "MiB",
+                    "/ bound",
+                    "ms",
+                ],
+                &[false, false, true, true, true, true],
+            );
+            for (family, plans, bound) in [
+                ("offsets", &offsets, lb_offsets),
+                ("shared objects", &shared, lb_shared),
+            ] {
+                for p in plans.iter() {
+                    table.row(vec![
+                        family.into(),
+                        p.strategy.into(),
+                        thousands(p.total),
+                        mib(p.total),
+                        format!("{:.4}", ratio(p.total, bound)),
+                        format!("{:.2}", p.millis),
+                    ]);
+                }
+            }
+            t.push_str(&table.render());
+            t
+        }
+    };
+    emit(output, &text)
+}
+
+/// `memo heapmap`.
+pub fn heapmap(
+    path: &Path,
+    strategy: Option<&str>,
+    shared: bool,
+    output: &Path,
+    width: u32,
+    height: u32,
+) -> Result<(), String> {
+    let input = input::read(path)?;
+    let p = run(&input.problem, strategy, shared)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let options = HeapmapOptions {
+        title: format!(
+            "{name}: {} ({} buffers)",
+            p.strategy,
+            thousands(input.problem.len() as u64)
+        ),
+        width,
+        height,
+        groups: input.groups,
+        ..HeapmapOptions::default()
+    };
+    let svg = render_svg(&input.problem, &p.offsets, &options);
+    std::fs::write(output, svg).map_err(|e| format!("{}: cannot write: {e}", output.display()))
+}

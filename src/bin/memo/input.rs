@@ -1,0 +1,68 @@
+//! Reading a command's INPUT: a planner problem (CSV or JSON) or a memomalloc trace.
+
+use std::path::Path;
+
+use memo_alloc::trace::{Trace, TRACE_FORMAT};
+use memo_planner::format::parse_problem;
+use memo_planner::Problem;
+
+/// A problem to plan, with what the heap map can say about its buffers.
+pub struct Input {
+    /// The problem.
+    pub problem: Problem,
+    /// The op (scope path) that made each buffer, for traces.
+    pub groups: Option<Vec<String>>,
+}
+
+/// Reads `path`; a JSON document whose `format` is a memomalloc trace becomes the trace's
+/// planner problem (allocations that escaped the pass are left out).
+pub fn read(path: &Path) -> Result<Input, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
+    if looks_like_trace(&bytes) {
+        let trace: Trace = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
+        let (problem, chains) = trace.to_problem();
+        let groups = chains
+            .iter()
+            .map(|c| scope_path(&trace, trace.allocations[c.root as usize].scope))
+            .collect();
+        return Ok(Input {
+            problem,
+            groups: Some(groups),
+        });
+    }
+    let name = path.display().to_string();
+    let (problem, _) = parse_problem(&bytes, &name).map_err(|e| e.to_string())?;
+    Ok(Input {
+        problem,
+        groups: None,
+    })
+}
+
+fn looks_like_trace(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(256)];
+    let text = String::from_utf8_lossy(head);
+    text.trim_start().starts_with('{') && text.contains(TRACE_FORMAT)
+}
+
+/// `op/inner-op` path of a scope, without the pass itself.
+pub fn scope_path(trace: &Trace, scope: u32) -> String {
+    let mut parts = Vec::new();
+    let mut s = Some(scope);
+    while let Some(id) = s {
+        let Some(node) = trace.scopes.get(id as usize) else {
+            break;
+        };
+        if node.parent.is_none() {
+            break;
+        }
+        parts.push(node.name.as_str());
+        s = node.parent;
+    }
+    if parts.is_empty() {
+        return format!("({})", trace.key);
+    }
+    parts.reverse();
+    parts.join("/")
+}

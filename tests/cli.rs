@@ -1,0 +1,229 @@
+//! The `memo` command line on good and bad inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn memo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memo"))
+        .args(args)
+        .output()
+        .expect("run memo")
+}
+
+fn data(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    p.exists().then_some(p)
+}
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memo-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const EXAMPLE: &str = "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n";
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "memo failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn plan_json_has_the_contract_fields() {
+    let f = tmp("ex.csv", EXAMPLE);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&memo(&[
+        "plan",
+        f.to_str().unwrap(),
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(v["strategy"], "best");
+    assert_eq!(v["family"], "offsets");
+    assert_eq!(v["total"], 12);
+    assert_eq!(v["lower_bound"], 12);
+    assert_eq!(v["offsets"].as_array().unwrap().len(), 5);
+    let s: serde_json::Value = serde_json::from_str(&stdout(&memo(&[
+        "plan",
+        f.to_str().unwrap(),
+        "--shared",
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(s["family"], "shared_objects");
+    assert_eq!(s["objects"].as_array().unwrap().len(), 5);
+    assert_eq!(s["total"], 12);
+}
+
+#[test]
+fn plan_csv_round_trips_through_the_reader() {
+    let f = tmp("ex2.csv", EXAMPLE);
+    let out = stdout(&memo(&[
+        "plan",
+        f.to_str().unwrap(),
+        "--strategy",
+        "greedy-by-size",
+        "--format",
+        "csv",
+    ]));
+    assert!(out.starts_with("id,lower,upper,size,offset\n"), "{out}");
+    let (problem, plan) = memo_planner::format::parse_problem_csv(&out, "out.csv").unwrap();
+    let plan = plan.expect("offset column");
+    assert_eq!(memo_planner::validate_offsets(&problem, &plan), Ok(12));
+}
+
+#[test]
+fn plan_text_is_a_table_and_output_file_works() {
+    let f = tmp("ex3.csv", EXAMPLE);
+    let out = f.with_extension("txt");
+    stdout(&memo(&[
+        "plan",
+        f.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("lower bound  12 B (0.00 MiB)   ratio 1.0000"),
+        "{text}"
+    );
+    assert!(text.contains("id  lower  upper  size  offset"), "{text}");
+}
+
+#[test]
+fn compare_json_lists_every_strategy() {
+    let f = tmp("ex4.csv", EXAMPLE);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&memo(&[
+        "compare",
+        f.to_str().unwrap(),
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(v["buffers"], 5);
+    assert_eq!(v["naive"], 20);
+    assert_eq!(v["lower_bound"]["offsets"], 12);
+    for s in memo_planner::OffsetStrategy::ALL {
+        assert!(
+            v["offsets"][s.name()]["total"].as_u64().unwrap() >= 12,
+            "{s}"
+        );
+        assert!(v["offsets"][s.name()]["millis"].is_number());
+    }
+    for s in memo_planner::SharedObjectStrategy::ALL {
+        assert!(
+            v["shared_objects"][s.name()]["total"].as_u64().unwrap() >= 12,
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn compare_text_on_resnet50() {
+    let Some(f) = data("idealloc/somas_tensors/resnet50.csv") else {
+        eprintln!("shared/data not found; skipping");
+        return;
+    };
+    let out = stdout(&memo(&["compare", f.to_str().unwrap()]));
+    assert!(out.contains("1,042 buffers"), "{out}");
+    assert!(
+        out.contains("offsets 1,515,472,556 B (1,445.27 MiB)"),
+        "{out}"
+    );
+    assert!(out.contains("min-cost-flow"), "{out}");
+}
+
+#[test]
+fn heapmap_writes_an_svg() {
+    let f = tmp("ex5.csv", EXAMPLE);
+    let svg = f.with_extension("svg");
+    stdout(&memo(&[
+        "heapmap",
+        f.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") || text.starts_with("<?xml"),
+        "{}",
+        &text[..80.min(text.len())]
+    );
+    assert!(text.matches("<rect").count() >= 5);
+}
+
+#[test]
+fn bad_inputs_fail_with_file_line_and_field() {
+    let cases = [
+        (
+            "missing.csv",
+            "id,lower,size\na,0,4\n",
+            "missing.csv:1: field \"upper\"",
+        ),
+        (
+            "nan.csv",
+            "id,lower,upper,size\na,0,3,4x\n",
+            "nan.csv:2: field \"size\"",
+        ),
+        (
+            "empty-life.csv",
+            "id,lower,upper,size\na,3,3,4\n",
+            "empty-life.csv:2: field \"upper\"",
+        ),
+        (
+            "zero.csv",
+            "id,lower,upper,size\na,0,3,0\n",
+            "zero.csv:2: field \"size\"",
+        ),
+        (
+            "neg.csv",
+            "id,lower,upper,size\na,0,3,-4\n",
+            "neg.csv:2: field \"size\"",
+        ),
+        (
+            "dup.csv",
+            "id,lower,upper,size\na,0,3,4\na,1,3,4\n",
+            "dup.csv:3: field \"id\"",
+        ),
+        (
+            "align.csv",
+            "id,lower,upper,size,alignment\na,0,3,4,3\n",
+            "align.csv:2: field \"alignment\"",
+        ),
+        ("empty.csv", "", "empty.csv:1: empty file"),
+    ];
+    for (name, text, want) in cases {
+        let f = tmp(name, text);
+        let o = memo(&["plan", f.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        assert!(o.stdout.is_empty(), "{name}: no plan on bad input");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{name}: {err}");
+    }
+    let o = memo(&["plan", "/nonexistent/x.csv"]);
+    assert_eq!(o.status.code(), Some(2));
+    let f = tmp("ok.csv", EXAMPLE);
+    let o = memo(&["plan", f.to_str().unwrap(), "--strategy", "nope"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy \"nope\""));
+    let o = memo(&[
+        "plan",
+        f.to_str().unwrap(),
+        "--shared",
+        "--strategy",
+        "strip-packing",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "strip-packing is not a shared-objects strategy"
+    );
+}
