@@ -227,3 +227,154 @@ fn bad_inputs_fail_with_file_line_and_field() {
         "strip-packing is not a shared-objects strategy"
     );
 }
+
+/// A small valid trace: op `a` makes two buffers, op `b` one that is realloc'd, the pass
+/// one that escapes.
+const TRACE: &str = r#"{"format":"memomalloc-trace","version":1,"key":"k","events":12,
+"scopes":[{"id":0,"parent":null,"name":"k","occurrence":0,"enter":0,"exit":12},
+ {"id":1,"parent":0,"name":"a","occurrence":0,"enter":0,"exit":4},
+ {"id":2,"parent":0,"name":"b","occurrence":0,"enter":5,"exit":10}],
+"allocations":[
+ {"id":0,"tag":0,"ptr":4096,"size":64,"align":8,"kind":"alloc","alloc":1,"free":3,"scope":1,"ordinal":0,"realloc_parent":null,"escaping":false},
+ {"id":1,"tag":1,"ptr":8192,"size":100,"align":8,"kind":"alloc_zeroed","alloc":2,"free":9,"scope":1,"ordinal":1,"realloc_parent":null,"escaping":false},
+ {"id":2,"tag":2,"ptr":12288,"size":1000,"align":8,"kind":"alloc","alloc":6,"free":7,"scope":2,"ordinal":0,"realloc_parent":null,"escaping":false},
+ {"id":3,"tag":3,"ptr":16384,"size":2000,"align":8,"kind":"realloc","alloc":7,"free":8,"scope":2,"ordinal":null,"realloc_parent":2,"escaping":false},
+ {"id":4,"tag":4,"ptr":20480,"size":10,"align":8,"kind":"alloc","alloc":11,"free":null,"scope":0,"ordinal":1,"realloc_parent":null,"escaping":true}]}"#;
+
+#[test]
+fn stats_reports_a_trace_in_text_and_json() {
+    let f = tmp("k.trace.json", TRACE);
+    let text = stdout(&memo(&["stats", f.to_str().unwrap()]));
+    for needle in [
+        "pass          k: 12 events, 2 op instances (scope times recorded)",
+        "allocations   4 buffers, 2,174 B",
+        "peak live (all allocations)  2,100  at event 7",
+        "short-lived (freed in their op)",
+        "  b  ",
+        "call sites    not captured",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in\n{text}");
+    }
+    let v: serde_json::Value = serde_json::from_str(&stdout(&memo(&[
+        "stats",
+        f.to_str().unwrap(),
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(v["allocations"], 4);
+    assert_eq!(v["memory"]["peak_live"], 2100);
+    assert_eq!(v["shares"]["escaping"]["count"], 1);
+    assert_eq!(v["shares"]["reallocated"]["bytes"], 2000);
+    assert_eq!(v["ops"][0]["op"], "b");
+    assert_eq!(v["lifetime_ops"][1]["count"], 1);
+}
+
+#[test]
+fn export_writes_dhat_perfetto_and_csv() {
+    let f = tmp("k2.trace.json", TRACE);
+    let dir = f.parent().unwrap();
+    let (d, p, c) = (
+        dir.join("k.dhat.json"),
+        dir.join("k.perfetto.json"),
+        dir.join("k.csv"),
+    );
+    let said = stdout(&memo(&[
+        "export",
+        f.to_str().unwrap(),
+        "--dhat",
+        d.to_str().unwrap(),
+        "--perfetto",
+        p.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]));
+    assert!(said.contains("3 program points"), "{said}");
+    let dhat: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&d).unwrap()).unwrap();
+    assert_eq!(dhat["ftbl"][0], "[root]");
+    assert_eq!(dhat["tg"], 7);
+    let perfetto: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    assert_eq!(
+        memomalloc::study::perfetto::check_balanced(&perfetto),
+        Ok(2)
+    );
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3, "{csv}");
+    // The exported problem plans like the trace itself.
+    let a = stdout(&memo(&["plan", c.to_str().unwrap(), "--format", "json"]));
+    let b = stdout(&memo(&["plan", f.to_str().unwrap(), "--format", "json"]));
+    let total = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap()["total"].clone();
+    assert_eq!(total(&a), total(&b));
+}
+
+#[test]
+fn bad_traces_fail_with_the_file_and_what_is_wrong() {
+    let truncated = &TRACE[..TRACE.len() / 2];
+    let cases = [
+        (
+            "truncated.trace.json",
+            truncated.to_string(),
+            "truncated.trace.json: not a valid memomalloc trace: EOF",
+        ),
+        (
+            "scope.trace.json",
+            TRACE.replace(r#""scope":2,"ordinal":0"#, r#""scope":9,"ordinal":0"#),
+            "scope.trace.json: not a valid memomalloc trace: allocation #2 refers to unknown scope 9",
+        ),
+        (
+            "time.trace.json",
+            TRACE.replace(r#""alloc":6,"free":7"#, r#""alloc":6,"free":5"#),
+            "allocation #2 is made at 6 and freed at 5",
+        ),
+        (
+            "parent.trace.json",
+            TRACE.replace(r#""realloc_parent":2"#, r#""realloc_parent":3"#),
+            "allocation #3 continues allocation 3, which is not an earlier one",
+        ),
+        (
+            "version.trace.json",
+            TRACE.replace(r#""version":1"#, r#""version":7"#),
+            "version 7 is not supported",
+        ),
+        (
+            "problem.csv",
+            EXAMPLE.to_string(),
+            "problem.csv: not a valid memomalloc trace",
+        ),
+    ];
+    for (name, text, want) in &cases {
+        let f = tmp(name, text);
+        for args in [
+            vec!["stats", f.to_str().unwrap()],
+            vec!["export", f.to_str().unwrap(), "--csv", "/dev/null"],
+        ] {
+            let o = memo(&args);
+            assert_eq!(o.status.code(), Some(2), "{name} {args:?}");
+            assert!(o.stdout.is_empty(), "{name}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains(want), "{name}: {err}");
+        }
+    }
+    // The planner commands check traces too.
+    let f = tmp("scope2.trace.json", &cases[1].1);
+    for cmd in ["plan", "compare"] {
+        let o = memo(&[cmd, f.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("unknown scope 9"));
+    }
+    let o = memo(&["stats", "/nonexistent/x.trace.json"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the file"));
+    let ok = tmp("k3.trace.json", TRACE);
+    let o = memo(&["export", ok.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "export needs an output");
+    let o = memo(&[
+        "export",
+        ok.to_str().unwrap(),
+        "--dhat",
+        "/nonexistent/d.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/d.json: cannot write"));
+}

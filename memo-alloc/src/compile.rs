@@ -289,6 +289,8 @@ mod tests {
 
     fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
         TraceScope {
+            enter: None,
+            exit: None,
             id,
             parent,
             name: name.into(),

@@ -70,6 +70,9 @@ pub fn read_trace(path: &Path) -> Result<Trace, String> {
             crate::trace::FORMAT_VERSION
         ));
     }
+    trace
+        .check()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(trace)
 }
 

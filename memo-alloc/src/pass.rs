@@ -143,8 +143,14 @@ impl Drop for OpGuard {
                     // SAFETY: as in `op`.
                     let pass = unsafe { &mut *p };
                     if let Some(rec) = pass.recorder.as_mut() {
+                        // The node this guard entered (still in its stack slot: inner
+                        // scopes use deeper slots); none past the stack's capacity.
+                        let node = s
+                            .stack
+                            .get(self.depth as usize)
+                            .map_or(UNKNOWN, |c| c.get());
                         tls::begin_bookkeeping(s);
-                        rec.exit_scope();
+                        rec.exit_scope(node);
                         tls::end_bookkeeping(s);
                     }
                 }

@@ -39,6 +39,10 @@ struct Scope {
     parent: u32,
     name: &'static str,
     occurrence: u32,
+    /// Event time of the enter (0 for the pass).
+    enter: u64,
+    /// Event time of the exit; `LIVE` while open.
+    exit: u64,
 }
 
 /// Records one profiled pass.
@@ -66,6 +70,8 @@ impl Recorder {
                 parent: NONE,
                 name: key,
                 occurrence: 0,
+                enter: 0,
+                exit: LIVE,
             }],
             scope_index: FastMap::default(),
             occurrences: FastMap::default(),
@@ -83,7 +89,7 @@ impl Recorder {
 
     /// Enters op `name` under scope `parent`; returns the scope node.
     pub(crate) fn enter_scope(&mut self, parent: u32, name: &'static str) -> u32 {
-        self.tick();
+        let enter = self.tick();
         let occ = self.occurrences.entry((parent, name)).or_insert(0);
         let occurrence = *occ;
         *occ += 1;
@@ -97,14 +103,23 @@ impl Recorder {
                 parent,
                 name,
                 occurrence,
+                enter,
+                exit: LIVE,
             });
             self.ordinals.push(0);
         }
         node
     }
 
-    pub(crate) fn exit_scope(&mut self) {
-        self.tick();
+    /// Exits scope `node` (`u32::MAX` or any unknown node: a scope past the stack depth,
+    /// whose exit is only counted as an event).
+    pub(crate) fn exit_scope(&mut self, node: u32) {
+        let t = self.tick();
+        if let Some(s) = self.scopes.get_mut(node as usize) {
+            if node != 0 && s.exit == LIVE {
+                s.exit = t;
+            }
+        }
     }
 
     fn push(
@@ -214,7 +229,7 @@ impl Recorder {
             backtrace::trace_unsynchronized(|frame| {
                 frames.push(frame.ip() as usize);
                 n += 1;
-                n < FRAMES + 4
+                n < FRAMES + 12
             });
         }
         frames.push(0); // terminator
@@ -223,6 +238,7 @@ impl Recorder {
 
     /// Ends the pass: live allocations are marked escaping, call sites resolved.
     pub(crate) fn finish(self) -> Trace {
+        let end = self.time;
         let frames = self.frames.unwrap_or_default();
         let resolve_site = |site: u32| -> Option<Vec<String>> {
             if site == NONE {
@@ -260,6 +276,10 @@ impl Recorder {
                 parent: (s.parent != NONE).then_some(s.parent),
                 name: s.name.to_string(),
                 occurrence: s.occurrence,
+                enter: Some(s.enter),
+                // A scope still open at the end of the pass (guard leaked or dropped out
+                // of order) and the pass itself end with the pass.
+                exit: Some(if s.exit == LIVE { end } else { s.exit }),
             })
             .collect();
         Trace {
@@ -289,12 +309,15 @@ fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
             "memo_alloc::",
             "backtrace::",
             "__rust_",
+            "__rustc::",
             "alloc::alloc::",
             "alloc::raw_vec",
             "<memo_alloc::",
         ]
         .iter()
-        .any(|p| name.starts_with(p));
+        .any(|p| name.starts_with(p))
+            // The allocator's thread-local access, above the first frame kept.
+            || (out.is_empty() && name.starts_with("std::thread::local::"));
         if !internal {
             out.push(name);
         }
@@ -376,12 +399,12 @@ mod tests {
         let mut r = Recorder::new("k", false);
         let a = r.enter_scope(0, "conv");
         r.on_alloc(p(0x10), 4, 4, false, a);
-        r.exit_scope();
+        r.exit_scope(a);
         let b = r.enter_scope(0, "conv");
         r.on_alloc(p(0x20), 4, 4, false, b);
         let c = r.enter_scope(b, "im2col");
-        r.exit_scope();
-        r.exit_scope();
+        r.exit_scope(c);
+        r.exit_scope(b);
         assert_ne!(a, b);
         assert_ne!(b, c);
         assert_eq!(r.observe(0x22), Some(1));
@@ -392,5 +415,16 @@ mod tests {
         assert_eq!(t.allocations[1].ordinal, Some(0));
         assert_eq!(t.uses.len(), 1);
         assert_eq!(t.uses[0].offset, 2);
+        // enter a, alloc, exit a, enter b, alloc, enter c, exit c, exit b, observe.
+        let times: Vec<_> = t.scopes.iter().map(|s| (s.enter, s.exit)).collect();
+        assert_eq!(
+            times,
+            [
+                (Some(0), Some(9)),
+                (Some(0), Some(2)),
+                (Some(3), Some(7)),
+                (Some(5), Some(6))
+            ]
+        );
     }
 }

@@ -30,6 +30,14 @@ pub struct TraceScope {
     pub name: String,
     /// How many same-named siblings were entered before this one under the same parent.
     pub occurrence: u32,
+    /// Event time at which the scope was entered (0 for the pass); absent in traces
+    /// written before scope times were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enter: Option<u64>,
+    /// Event time at which the scope was exited (the pass's final time for the pass and
+    /// for scopes still open at its end); absent in older traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<u64>,
 }
 
 /// How an allocation was made.
@@ -170,6 +178,91 @@ impl Trace {
             }
         }
         chains
+    }
+
+    /// Checks the document's header and internal consistency: the scope tree (scope 0 is
+    /// the pass, every other scope has an earlier parent, scope times inside the pass),
+    /// and every allocation (its index, scope, alignment, times and realloc parent). The
+    /// error names the first inconsistency found.
+    pub fn check(&self) -> Result<(), String> {
+        if self.format != TRACE_FORMAT {
+            return Err(format!(
+                "format is {:?}, expected {TRACE_FORMAT:?}",
+                self.format
+            ));
+        }
+        if self.version != FORMAT_VERSION {
+            return Err(format!(
+                "version {} is not supported (expected {FORMAT_VERSION})",
+                self.version
+            ));
+        }
+        if self.scopes.first().is_none_or(|s| s.parent.is_some()) {
+            return Err("scope 0 must be the pass (no parent)".into());
+        }
+        for (i, s) in self.scopes.iter().enumerate() {
+            if s.id as usize != i {
+                return Err(format!("scope #{i} has id {}", s.id));
+            }
+            if i > 0 && s.parent.is_none_or(|p| p as usize >= i) {
+                return Err(format!("scope #{i} must have an earlier parent"));
+            }
+            if let (Some(enter), Some(exit)) = (s.enter, s.exit) {
+                if enter > exit || exit > self.events {
+                    return Err(format!(
+                        "scope #{i} ({:?}) is entered at {enter} and exited at {exit} in a pass of {} events",
+                        s.name, self.events
+                    ));
+                }
+            }
+        }
+        for (i, a) in self.allocations.iter().enumerate() {
+            if a.id as usize != i {
+                return Err(format!("allocation #{i} has id {}", a.id));
+            }
+            if a.scope as usize >= self.scopes.len() {
+                return Err(format!(
+                    "allocation #{i} refers to unknown scope {}",
+                    a.scope
+                ));
+            }
+            if !a.align.is_power_of_two() {
+                return Err(format!(
+                    "allocation #{i} has alignment {}, not a power of two",
+                    a.align
+                ));
+            }
+            if a.alloc >= self.events {
+                return Err(format!(
+                    "allocation #{i} is made at {} in a pass of {} events",
+                    a.alloc, self.events
+                ));
+            }
+            if let Some(free) = a.free {
+                if free < a.alloc || free > self.events {
+                    return Err(format!(
+                        "allocation #{i} is made at {} and freed at {free} in a pass of {} events",
+                        a.alloc, self.events
+                    ));
+                }
+            }
+            if let Some(p) = a.realloc_parent {
+                if p as usize >= i {
+                    return Err(format!(
+                        "allocation #{i} continues allocation {p}, which is not an earlier one"
+                    ));
+                }
+            }
+        }
+        for (i, u) in self.uses.iter().enumerate() {
+            if u.allocation as usize >= self.allocations.len() {
+                return Err(format!(
+                    "use #{i} refers to unknown allocation {}",
+                    u.allocation
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The planner problem of the pass: one buffer per non-escaping chain, with the

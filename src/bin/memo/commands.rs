@@ -72,7 +72,8 @@ fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planne
     }
 }
 
-fn emit(output: Option<&Path>, text: &str) -> Result<(), String> {
+/// Writes `text` to `output`, or to standard output.
+pub(crate) fn emit(output: Option<&Path>, text: &str) -> Result<(), String> {
     match output {
         Some(path) => {
             std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
@@ -295,12 +296,21 @@ pub fn heapmap(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let options = HeapmapOptions {
-        title: format!(
+    let title = if input.groups.is_some() {
+        format!(
+            "{name}: {} plan of the recorded pass, coloured by op ({} buffers)",
+            p.strategy,
+            thousands(input.problem.len() as u64)
+        )
+    } else {
+        format!(
             "{name}: {} ({} buffers)",
             p.strategy,
             thousands(input.problem.len() as u64)
-        ),
+        )
+    };
+    let options = HeapmapOptions {
+        title,
         width,
         height,
         groups: input.groups,

@@ -22,6 +22,9 @@ pub fn read(path: &Path) -> Result<Input, String> {
     if looks_like_trace(&bytes) {
         let trace: Trace = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
+        trace
+            .check()
+            .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
         let (problem, chains) = trace.to_problem();
         let groups = chains
             .iter()

@@ -4,13 +4,17 @@
 //! memo plan    INPUT [--strategy NAME] [--shared] [--format text|json|csv] [-o OUT]
 //! memo compare INPUT [--format text|json] [-o OUT]
 //! memo heapmap INPUT [--strategy NAME] [--shared] -o OUT.svg
+//! memo stats   TRACE [--format text|json] [-o OUT]
+//! memo export  TRACE [--dhat OUT.json] [--perfetto OUT.json] [--csv OUT.csv]
 //! ```
 //!
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
 //! memo-alloc (`MEMO_TRACE_DIR`).
 
 mod commands;
+mod export_cmd;
 mod input;
+mod stats_cmd;
 mod table;
 
 use std::path::PathBuf;
@@ -88,6 +92,37 @@ enum Command {
         #[arg(long, default_value_t = 720)]
         height: u32,
     },
+    /// Report what a recorded pass allocates: sizes, lifetimes, ops, fates, peak vs plan.
+    Stats {
+        /// A memomalloc trace (`MEMO_TRACE_DIR/<key>.<n>.trace.json`).
+        trace: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Write the output here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Export a recorded pass for the DHAT viewer, Perfetto, or other planners.
+    #[command(group(
+        clap::ArgGroup::new("outputs").required(true).multiple(true)
+            .args(["dhat", "perfetto", "csv"])
+    ))]
+    Export {
+        /// A memomalloc trace (`MEMO_TRACE_DIR/<key>.<n>.trace.json`).
+        trace: PathBuf,
+        /// Write a DHAT JSON file (open it in valgrind's dh_view.html).
+        #[arg(long, value_name = "OUT.json")]
+        dhat: Option<PathBuf>,
+        /// Write a Chrome trace-event JSON file (open it in ui.perfetto.dev).
+        #[arg(long, value_name = "OUT.json")]
+        perfetto: Option<PathBuf>,
+        /// Write the pass as a planner problem (minimalloc CSV convention).
+        #[arg(long, value_name = "OUT.csv")]
+        csv: Option<PathBuf>,
+        /// Instant events in the Perfetto file for this many of the largest allocations.
+        #[arg(long, default_value_t = memomalloc::study::perfetto::LARGEST)]
+        largest: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -119,6 +154,24 @@ fn main() -> ExitCode {
             width,
             height,
         } => commands::heapmap(&input, strategy.as_deref(), shared, &output, width, height),
+        Command::Stats {
+            trace,
+            format,
+            output,
+        } => stats_cmd::stats(&trace, format, output.as_deref()),
+        Command::Export {
+            trace,
+            dhat,
+            perfetto,
+            csv,
+            largest,
+        } => export_cmd::export(
+            &trace,
+            dhat.as_deref(),
+            perfetto.as_deref(),
+            csv.as_deref(),
+            largest,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
