@@ -11,7 +11,7 @@ use crate::recorder::Recorder;
 use crate::registry::{self, KeyEntry, Summary, PLANNED, PROFILING, REPLAN, UNPLANNED};
 use crate::slab::{Instance, Slabs};
 use crate::stats::{MissReason, PassCounters, GLOBAL};
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{fence, AtomicBool, Ordering};
 use crate::tls::{self, Hot, ThreadState, MAX_DEPTH};
 use crate::trace::{PlanFile, Trace};
 
@@ -282,6 +282,11 @@ fn choose(entry: &'static KeyEntry, mode: Mode, pass: &mut Pass, backtrace: bool
     }
     // Replay the published plan (also while another thread re-profiles the key).
     entry.entering.fetch_add(1, Ordering::AcqRel);
+    // SeqCst: pairs with the fences after the swap in `publish` and before the load of
+    // `entering` in `registry::reclaim`. Without them, "increment `entering`, load
+    // `slabs`" here and "swap `slabs`, load `entering`" there are a store-buffering pattern:
+    // both loads may see old values, and the plan we load could be freed under us.
+    fence(Ordering::SeqCst);
     let slabs = entry.slabs.load(Ordering::Acquire);
     let mut hot = Hot::Backend;
     if !slabs.is_null() {
