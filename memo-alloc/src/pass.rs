@@ -216,6 +216,10 @@ impl Drop for Sentinel {
     fn drop(&mut self) {
         let unfinished = tls::with(|s| !s.pass.get().is_null(), false);
         if unfinished {
+            // The leaked guard will never reset the nesting: do it here, or a pass started
+            // by a later thread-local destructor would be taken for an inner scope of the
+            // pass just ended (and run on the backend, unrecorded).
+            tls::with(|s| s.pass_depth.set(0), ());
             tls::with_bookkeeping(|| end(true));
         }
     }

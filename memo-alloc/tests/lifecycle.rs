@@ -183,6 +183,15 @@ fn thread_local_destructors_allocate_and_run_passes() {
         h.join().expect("a thread failed during teardown");
     }
     assert_eq!(TEARDOWN_OK.load(Ordering::SeqCst) - before, 12);
+    // Destructors run in reverse order of registration: LATE, the allocator's sentinel
+    // (which ends a leaked pass), EARLY. On odd threads LATE's pass is an inner scope of
+    // the leaked pass (a pass inside a pass); every other destructor's pass is a pass.
+    let r = memo_alloc::report("life-teardown-pass").unwrap();
+    assert_eq!(
+        r.passes_profiled + r.passes_replayed + r.passes_backend,
+        9,
+        "after a leaked pass was ended at thread exit, later passes must be passes: {r:?}"
+    );
     for key in ["life-teardown", "life-teardown-pass"] {
         let r = memo_alloc::report(key).unwrap();
         assert_ne!(r.state, "profiling", "{r:?}");
