@@ -338,9 +338,9 @@ fn end(abandon: bool) {
     if let Some(rec) = pass.recorder {
         GLOBAL.passes_profiled.fetch_add(1, Ordering::Relaxed);
         let entry = pass.entry;
-        if let Some(e) = entry {
-            e.passes_profiled.fetch_add(1, Ordering::Relaxed);
-        }
+        // This pass's number among the key's profiled passes (names its trace files):
+        // taken from the increment itself, so concurrent profiles get distinct numbers.
+        let serial = entry.map(|e| e.passes_profiled.fetch_add(1, Ordering::Relaxed) + 1);
         if abandon {
             if let Some(e) = entry {
                 let back = if e.slabs.load(Ordering::Acquire).is_null() {
@@ -354,7 +354,7 @@ fn end(abandon: bool) {
             }
         } else {
             let trace = rec.finish();
-            finish_profile(&trace, entry, cfg);
+            finish_profile(&trace, entry, serial, cfg);
         }
     } else if !pass.slabs.is_null() || pass.no_slab {
         GLOBAL.passes_replayed.fetch_add(1, Ordering::Relaxed);
@@ -375,12 +375,17 @@ fn end(abandon: bool) {
     registry::reclaim();
 }
 
-fn finish_profile(trace: &Trace, entry: Option<&'static KeyEntry>, cfg: &crate::config::Config) {
+fn finish_profile(
+    trace: &Trace,
+    entry: Option<&'static KeyEntry>,
+    serial: Option<u64>,
+    cfg: &crate::config::Config,
+) {
     let t0 = Instant::now();
     let plan = PlanFile::from_trace(trace, cfg.strategy);
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(dir) = &cfg.trace_dir {
-        crate::files::write_pass(dir, trace, &plan);
+        crate::files::write_pass(dir, trace, &plan, serial);
     }
     let Some(entry) = entry else { return };
     let summary = Summary {

@@ -15,6 +15,8 @@
 //!   (one trace file each) and never replays; `MEMO_MODE=replay` profiles once, then replays.
 //! - `MEMO_BACKTRACE=1` records resolved call sites that name the allocating function;
 //!   without it, none are recorded.
+//! - Passes of one key profiled at the same time on several threads (`MEMO_MODE=profile`)
+//!   each write their own `<key>.<n>` files, numbered 1..=N without gaps or collisions.
 
 use std::alloc::Layout;
 use std::path::{Path, PathBuf};
@@ -369,5 +371,62 @@ fn backtrace_variable() {
         site.iter().all(|f| !f.starts_with("memo_alloc::")),
         "the allocator's own frames are skipped: {site:#?}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "child process of concurrent_profiles_write_distinct_files"]
+fn child_concurrent_profiles() {
+    if !is_child() {
+        return;
+    }
+    const THREADS: usize = 8;
+    let inside = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let inside = inside.clone();
+            std::thread::spawn(move || {
+                for p in 0..4 {
+                    let _pass = memo_alloc::pass("env-concurrent");
+                    let v: Vec<u64> = (0..(100 + t * 10 + p) as u64).collect();
+                    inside.wait(); // every thread is inside a profiled pass
+                    assert_eq!(v.len(), 100 + t * 10 + p);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let r = memo_alloc::report("env-concurrent").unwrap();
+    assert_eq!(r.passes_profiled, 32, "{r:?}");
+}
+
+/// In `MEMO_MODE=profile`, passes of one key profiled at the same time on several threads
+/// each write their own numbered trace and plan.
+#[test]
+fn concurrent_profiles_write_distinct_files() {
+    let dir = scratch("concurrent");
+    run_child(
+        "child_concurrent_profiles",
+        &[
+            ("MEMO_TRACE_DIR", &dir),
+            ("MEMO_MODE", Path::new("profile")),
+        ],
+    );
+    let mut sizes = Vec::new();
+    for n in 1..=32 {
+        let t = memo_alloc::files::read_trace(&dir.join(format!("env-concurrent.{n}.trace.json")))
+            .unwrap_or_else(|e| panic!("trace {n}: {e}"));
+        memo_alloc::files::read_plan(&dir.join(format!("env-concurrent.{n}.plan.json")))
+            .unwrap_or_else(|e| panic!("plan {n}: {e}"));
+        sizes.push(t.allocations[0].size);
+    }
+    sizes.sort_unstable();
+    let mut expected: Vec<u64> = (0..8u64)
+        .flat_map(|t| (0..4u64).map(move |p| 8 * (100 + t * 10 + p)))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(sizes, expected, "each pass's trace, once");
     let _ = std::fs::remove_dir_all(&dir);
 }
