@@ -277,9 +277,11 @@ fn evict_beyond(max_plans: usize) {
 
 /// Frees retired plans that nothing uses any more. Runs at pass boundaries.
 pub(crate) fn reclaim() {
-    // SeqCst: pairs with the fence in `pass::choose` (see there).
-    fence(Ordering::SeqCst);
     RETIRED.with(|list| {
+        // SeqCst: pairs with the fence in `pass::choose` (see there). Taken under the lock,
+        // so the fence after each listed plan's swap (made before it was listed, under
+        // this lock) precedes this one.
+        fence(Ordering::SeqCst);
         list.retain_mut(|r| {
             if !r.quiescent {
                 r.quiescent = r.entry.entering.load(Ordering::Acquire) == 0;
