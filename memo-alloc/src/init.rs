@@ -4,24 +4,44 @@ use std::sync::Once;
 
 use crate::config::config;
 
-static ONCE: Once = Once::new();
+/// Guards the fork-handler registration. `pthread_once`, not `std::sync::Once`: glibc's
+/// survives a fork in the middle of the initialisation (the child runs it again), while a
+/// `std` `Once` copied mid-run would make the child wait forever.
+static mut FORK_HANDLERS: libc::pthread_once_t = libc::PTHREAD_ONCE_INIT;
+
+static PLANS: Once = Once::new();
 
 /// Runs the setup once (with the re-entrancy guard set by the caller).
+///
+/// The fork handlers are registered first, and plans loaded only after, so a `fork` while
+/// another thread loads plans happens with the handlers in place: the child is marked
+/// disabled and never waits on `PLANS`, which the copied thread can no longer finish.
 pub(crate) fn once() {
-    ONCE.call_once(|| {
-        // SAFETY: registering a plain `extern "C"` function with no captured state.
-        unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_in_parent),
-                Some(after_fork_in_child),
-            );
-        }
+    // SAFETY: `FORK_HANDLERS` is only ever passed to `pthread_once`, which synchronises
+    // all access to it; `register_fork_handlers` is a plain `extern "C"` function.
+    unsafe {
+        libc::pthread_once(&raw mut FORK_HANDLERS, register_fork_handlers);
+    }
+    if crate::pass::DISABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return; // a forked child: its passes run on the backend; no plans needed
+    }
+    PLANS.call_once(|| {
         let cfg = config();
         if let Some(dir) = &cfg.plan_dir {
             crate::files::load_plans(dir, cfg.max_plans);
         }
     });
+}
+
+extern "C" fn register_fork_handlers() {
+    // SAFETY: registering plain `extern "C"` functions with no captured state.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        );
+    }
 }
 
 /// In a forked child only the forking thread survives: a lock another thread held at the

@@ -17,6 +17,9 @@
 //!   without it, none are recorded.
 //! - Passes of one key profiled at the same time on several threads (`MEMO_MODE=profile`)
 //!   each write their own `<key>.<n>` files, numbered 1..=N without gaps or collisions.
+//! - A `fork` while another thread runs the process's first pass (registering the fork
+//!   handlers and loading `MEMO_PLAN_DIR`) leaves a child that can run passes instead of
+//!   one that waits forever on the copied, never-finishing setup.
 
 use std::alloc::Layout;
 use std::path::{Path, PathBuf};
@@ -428,5 +431,84 @@ fn concurrent_profiles_write_distinct_files() {
         .collect();
     expected.sort_unstable();
     assert_eq!(sizes, expected, "each pass's trace, once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `waitpid` with a hang guard: a child still running after `secs` is killed and reported
+/// (a deadlocked child is a failure; this is not a timing assertion).
+fn wait_child(pid: libc::pid_t, secs: u64) -> Result<i32, String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Ok(status);
+        }
+        if r != 0 {
+            return Err("waitpid failed".into());
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: killing our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = unsafe { libc::waitpid(pid, &mut status, 0) };
+            return Err(format!("child {pid} hung"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+#[test]
+#[ignore = "child process of fork_during_first_pass_setup"]
+fn child_fork_during_init() {
+    if !is_child() {
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    // The process's first pass: loads every plan of MEMO_PLAN_DIR (slow, on purpose).
+    let first = std::thread::spawn(|| {
+        assert_eq!(plan_pass(), 249_500);
+        DONE.store(true, Ordering::SeqCst);
+    });
+    let mut forks = 0;
+    while !DONE.load(Ordering::SeqCst) || forks < 3 {
+        // SAFETY: the child runs a pass and _exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = std::panic::catch_unwind(|| {
+                let _p = memo_alloc::pass("env-fork-child");
+                let v: Vec<u32> = (0..1000).collect();
+                assert_eq!(v[999], 999);
+            })
+            .is_ok();
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let status = wait_child(pid, 20).unwrap_or_else(|e| panic!("fork #{forks}: {e}"));
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "fork #{forks}: status {status:#x}"
+        );
+        forks += 1;
+    }
+    first.join().unwrap();
+    eprintln!("forked {forks} times during the first pass's setup");
+}
+
+/// A fork while another thread runs the process's first pass (which registers the fork
+/// handlers and loads `MEMO_PLAN_DIR`) leaves a child that can run passes.
+#[test]
+fn fork_during_first_pass_setup() {
+    let dir = scratch("fork-init");
+    run_child("child_plan_write", &[("MEMO_TRACE_DIR", &dir)]);
+    // Many plans make the setup take a while.
+    let text = std::fs::read_to_string(dir.join("env-plan.1.plan.json")).unwrap();
+    for i in 0..400 {
+        let other = text.replace("\"env-plan\"", &format!("\"env-plan-{i}\""));
+        std::fs::write(dir.join(format!("env-plan-{i}.1.plan.json")), other).unwrap();
+    }
+    run_child("child_fork_during_init", &[("MEMO_PLAN_DIR", &dir)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
