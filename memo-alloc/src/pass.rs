@@ -228,7 +228,13 @@ impl Drop for Sentinel {
 fn start(key: &'static str) {
     crate::init::once();
     let _ = SENTINEL.try_with(|_| ());
-    let cfg = config();
+    // A forked child never reads the configuration: a thread of the parent may have been
+    // initialising it at the fork, and the child would wait for it forever.
+    let cfg = if DISABLED.load(Ordering::Relaxed) {
+        None
+    } else {
+        Some(config()).filter(|c| c.mode != Mode::Off)
+    };
     let mut pass = Pass {
         key,
         entry: None,
@@ -241,7 +247,7 @@ fn start(key: &'static str) {
         no_slab: false,
     };
     let mut hot = Hot::Backend;
-    if cfg.mode != Mode::Off && !DISABLED.load(Ordering::Relaxed) {
+    if let Some(cfg) = cfg {
         if let Some(entry) = registry::entry(key) {
             pass.entry = Some(entry);
             entry.touch();
@@ -334,7 +340,6 @@ fn end(abandon: bool) {
     }
     // SAFETY: `p` came from Box::into_raw in `start` and was just detached from the thread.
     let pass = unsafe { Box::from_raw(p) };
-    let cfg = config();
     if let Some(rec) = pass.recorder {
         GLOBAL.passes_profiled.fetch_add(1, Ordering::Relaxed);
         let entry = pass.entry;
@@ -354,7 +359,7 @@ fn end(abandon: bool) {
             }
         } else {
             let trace = rec.finish();
-            finish_profile(&trace, entry, serial, cfg);
+            finish_profile(&trace, entry, serial, config());
         }
     } else if !pass.slabs.is_null() || pass.no_slab {
         GLOBAL.passes_replayed.fetch_add(1, Ordering::Relaxed);
@@ -365,6 +370,9 @@ fn end(abandon: bool) {
             unsafe { (*pass.slabs).release(pass.inst) };
         }
         if let Some(e) = pass.entry {
+            // Read only by passes that started with the configuration read (not in a
+            // forked child's own passes).
+            let cfg = config();
             if e.add_replay(&pass.counters, cfg.miss_window, cfg.replan_miss_ratio) {
                 let _ =
                     e.state
