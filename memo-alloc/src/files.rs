@@ -30,11 +30,11 @@ pub fn file_stem(key: &str) -> String {
         .collect()
 }
 
-/// Writes a pass's trace and plan; errors are reported on stderr, never fatal.
-pub(crate) fn write_pass(dir: &Path, trace: &Trace, plan: &PlanFile) {
-    let n = registry::find(&trace.key)
-        .map(|e| e.passes_profiled.load(Ordering::Relaxed))
-        .unwrap_or_else(|| WRITTEN.fetch_add(1, Ordering::Relaxed) + 1);
+/// Writes a pass's trace and plan as `<stem>.<serial>.*.json` (`serial`: the pass's number
+/// among its key's profiled passes; a process-wide counter for keys without an entry);
+/// errors are reported on stderr, never fatal.
+pub(crate) fn write_pass(dir: &Path, trace: &Trace, plan: &PlanFile, serial: Option<u64>) {
+    let n = serial.unwrap_or_else(|| WRITTEN.fetch_add(1, Ordering::Relaxed) + 1);
     let stem = file_stem(&trace.key);
     let result = std::fs::create_dir_all(dir).and_then(|_| {
         write_json(&dir.join(format!("{stem}.{n}.trace.json")), trace)?;

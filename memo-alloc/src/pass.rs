@@ -11,7 +11,7 @@ use crate::recorder::Recorder;
 use crate::registry::{self, KeyEntry, Summary, PLANNED, PROFILING, REPLAN, UNPLANNED};
 use crate::slab::{Instance, Slabs};
 use crate::stats::{MissReason, PassCounters, GLOBAL};
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{fence, AtomicBool, Ordering};
 use crate::tls::{self, Hot, ThreadState, MAX_DEPTH};
 use crate::trace::{PlanFile, Trace};
 
@@ -222,6 +222,10 @@ impl Drop for Sentinel {
     fn drop(&mut self) {
         let unfinished = tls::with(|s| !s.pass.get().is_null(), false);
         if unfinished {
+            // The leaked guard will never reset the nesting: do it here, or a pass started
+            // by a later thread-local destructor would be taken for an inner scope of the
+            // pass just ended (and run on the backend, unrecorded).
+            tls::with(|s| s.pass_depth.set(0), ());
             tls::with_bookkeeping(|| end(true));
         }
     }
@@ -230,7 +234,13 @@ impl Drop for Sentinel {
 fn start(key: &'static str) {
     crate::init::once();
     let _ = SENTINEL.try_with(|_| ());
-    let cfg = config();
+    // A forked child never reads the configuration: a thread of the parent may have been
+    // initialising it at the fork, and the child would wait for it forever.
+    let cfg = if DISABLED.load(Ordering::Relaxed) {
+        None
+    } else {
+        Some(config()).filter(|c| c.mode != Mode::Off)
+    };
     let mut pass = Pass {
         key,
         entry: None,
@@ -243,7 +253,7 @@ fn start(key: &'static str) {
         no_slab: false,
     };
     let mut hot = Hot::Backend;
-    if cfg.mode != Mode::Off && !DISABLED.load(Ordering::Relaxed) {
+    if let Some(cfg) = cfg {
         if let Some(entry) = registry::entry(key) {
             pass.entry = Some(entry);
             entry.touch();
@@ -288,6 +298,11 @@ fn choose(entry: &'static KeyEntry, mode: Mode, pass: &mut Pass, backtrace: bool
     }
     // Replay the published plan (also while another thread re-profiles the key).
     entry.entering.fetch_add(1, Ordering::AcqRel);
+    // SeqCst: pairs with the fences after the swap in `publish` and before the load of
+    // `entering` in `registry::reclaim`. Without them, "increment `entering`, load
+    // `slabs`" here and "swap `slabs`, load `entering`" there are a store-buffering pattern:
+    // both loads may see old values, and the plan we load could be freed under us.
+    fence(Ordering::SeqCst);
     let slabs = entry.slabs.load(Ordering::Acquire);
     let mut hot = Hot::Backend;
     if !slabs.is_null() {
@@ -331,13 +346,12 @@ fn end(abandon: bool) {
     }
     // SAFETY: `p` came from Box::into_raw in `start` and was just detached from the thread.
     let pass = unsafe { Box::from_raw(p) };
-    let cfg = config();
     if let Some(rec) = pass.recorder {
         GLOBAL.passes_profiled.fetch_add(1, Ordering::Relaxed);
         let entry = pass.entry;
-        if let Some(e) = entry {
-            e.passes_profiled.fetch_add(1, Ordering::Relaxed);
-        }
+        // This pass's number among the key's profiled passes (names its trace files):
+        // taken from the increment itself, so concurrent profiles get distinct numbers.
+        let serial = entry.map(|e| e.passes_profiled.fetch_add(1, Ordering::Relaxed) + 1);
         if abandon {
             if let Some(e) = entry {
                 let back = if e.slabs.load(Ordering::Acquire).is_null() {
@@ -351,7 +365,7 @@ fn end(abandon: bool) {
             }
         } else {
             let trace = rec.finish();
-            finish_profile(&trace, entry, cfg);
+            finish_profile(&trace, entry, serial, config());
         }
     } else if !pass.slabs.is_null() || pass.no_slab {
         GLOBAL.passes_replayed.fetch_add(1, Ordering::Relaxed);
@@ -362,6 +376,9 @@ fn end(abandon: bool) {
             unsafe { (*pass.slabs).release(pass.inst) };
         }
         if let Some(e) = pass.entry {
+            // Read only by passes that started with the configuration read (not in a
+            // forked child's own passes).
+            let cfg = config();
             if e.add_replay(&pass.counters, cfg.miss_window, cfg.replan_miss_ratio) {
                 let _ =
                     e.state
@@ -372,12 +389,17 @@ fn end(abandon: bool) {
     registry::reclaim();
 }
 
-fn finish_profile(trace: &Trace, entry: Option<&'static KeyEntry>, cfg: &crate::config::Config) {
+fn finish_profile(
+    trace: &Trace,
+    entry: Option<&'static KeyEntry>,
+    serial: Option<u64>,
+    cfg: &crate::config::Config,
+) {
     let t0 = Instant::now();
     let plan = PlanFile::from_trace(trace, cfg.strategy);
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(dir) = &cfg.trace_dir {
-        crate::files::write_pass(dir, trace, &plan);
+        crate::files::write_pass(dir, trace, &plan, serial);
     }
     let Some(entry) = entry else { return };
     let summary = Summary {

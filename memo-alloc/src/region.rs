@@ -143,7 +143,12 @@ pub(crate) fn release(base: *mut u8, bytes: u64) {
     }
 }
 
-/// In a forked child, the lock may have been held by a thread that no longer exists.
-pub(crate) fn after_fork_in_child() {
+/// Before `fork` (after the registry's locks: `reclaim` takes this one inside `RETIRED`).
+pub(crate) fn before_fork() {
+    CHUNKS.lock.lock_for_fork();
+}
+
+/// After `fork`, in the parent and in the child.
+pub(crate) fn after_fork() {
     CHUNKS.lock.force_unlock();
 }

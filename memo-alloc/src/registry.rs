@@ -12,7 +12,7 @@ use std::ptr;
 use crate::hash::FastHasher;
 use crate::slab::Slabs;
 use crate::stats::{PassCounters, MISS_REASONS};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, SpinLock};
+use crate::sync::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering, SpinLock};
 
 /// Most distinct keys.
 pub(crate) const MAX_KEYS: usize = 4096;
@@ -81,7 +81,12 @@ impl<T> SpinCell<T> {
         f(unsafe { &mut *self.value.get() })
     }
 
-    /// For a forked child only.
+    /// For the fork handlers only.
+    pub(crate) fn lock_for_fork(&self) {
+        self.lock.lock_for_fork();
+    }
+
+    /// For the fork handlers only.
     pub(crate) fn force_unlock(&self) {
         self.lock.force_unlock();
     }
@@ -191,6 +196,9 @@ impl KeyEntry {
     /// recently used plans beyond `max_plans`.
     pub(crate) fn publish(&'static self, slabs: Box<Slabs>, max_plans: usize) {
         let old = self.slabs.swap(Box::into_raw(slabs), Ordering::AcqRel);
+        // SeqCst: see `pass::choose` (the swap must be ordered before the load of
+        // `entering` in `reclaim`, which may run on another thread).
+        fence(Ordering::SeqCst);
         self.state.store(PLANNED, Ordering::Release);
         self.touch();
         if !old.is_null() {
@@ -252,6 +260,7 @@ fn evict_beyond(max_plans: usize) {
             return;
         };
         let old = victim.slabs.swap(ptr::null_mut(), Ordering::AcqRel);
+        fence(Ordering::SeqCst); // as in `publish`
         let _ =
             victim
                 .state
@@ -269,6 +278,10 @@ fn evict_beyond(max_plans: usize) {
 /// Frees retired plans that nothing uses any more. Runs at pass boundaries.
 pub(crate) fn reclaim() {
     RETIRED.with(|list| {
+        // SeqCst: pairs with the fence in `pass::choose` (see there). Taken under the lock,
+        // so the fence after each listed plan's swap (made before it was listed, under
+        // this lock) precedes this one.
+        fence(Ordering::SeqCst);
         list.retain_mut(|r| {
             if !r.quiescent {
                 r.quiescent = r.entry.entering.load(Ordering::Acquire) == 0;
@@ -298,6 +311,7 @@ pub(crate) fn totals() -> (u64, u64, u64) {
             // reclaimed; reading its counters while racing with that is tolerable only
             // because retirement waits for `entering == 0`, which we hold.
             e.entering.fetch_add(1, Ordering::AcqRel);
+            fence(Ordering::SeqCst); // as in `pass::choose`
             let s = e.slabs.load(Ordering::Acquire);
             if !s.is_null() {
                 let s = unsafe { &*s };
@@ -311,9 +325,19 @@ pub(crate) fn totals() -> (u64, u64, u64) {
     (plans, slabs, bytes)
 }
 
-/// For a forked child: release locks other threads may have held.
-pub(crate) fn after_fork_in_child() {
-    INSERT.force_unlock();
-    RETIRED.force_unlock();
+/// Before `fork`: takes every registry lock (in the order code nests them: `INSERT`, then
+/// `RETIRED`, then summaries; none is held while taking an earlier one), so no other
+/// thread is inside a critical section when the process is copied.
+pub(crate) fn before_fork() {
+    INSERT.lock_for_fork();
+    RETIRED.lock_for_fork();
+    for_each(|e| e.summary.lock_for_fork());
+}
+
+/// After `fork`, in the parent and in the child: releases what [`before_fork`] took (the
+/// forking thread holds them, and it is the one thread the child has).
+pub(crate) fn after_fork() {
     for_each(|e| e.summary.force_unlock());
+    RETIRED.force_unlock();
+    INSERT.force_unlock();
 }

@@ -2,7 +2,7 @@
 
 use crate::registry;
 use crate::stats::{Stats, GLOBAL, MISS_REASONS};
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
 use crate::tls;
 
 /// Process-wide counters (**contract**). Passes still running are counted when they end.
@@ -102,6 +102,7 @@ pub fn report(key: &str) -> Option<PassReport> {
             rep.plan_millis = s.plan_millis;
         }
         e.entering.fetch_add(1, Ordering::AcqRel);
+        fence(Ordering::SeqCst); // as in `pass::choose`
         let slabs = e.slabs.load(Ordering::Acquire);
         if !slabs.is_null() {
             // SAFETY: `entering` keeps the published plan alive while we read it.

@@ -1,7 +1,7 @@
 //! Atomics and the one lock of the crate (for pass boundaries only).
 
 pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
 /// A minimal spin lock for pass boundaries: it never allocates, and a forked child can
@@ -32,8 +32,13 @@ impl SpinLock {
         }
     }
 
-    /// Releases the lock whoever holds it: only for a forked child, whose other threads
-    /// are gone.
+    /// Takes the lock without a guard: for the fork handlers, which release it with
+    /// [`SpinLock::force_unlock`] on both sides of the fork.
+    pub(crate) fn lock_for_fork(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// Releases the lock whoever holds it: only for the fork handlers.
     pub(crate) fn force_unlock(&self) {
         self.held.store(false, Ordering::Release);
     }
