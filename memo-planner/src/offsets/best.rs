@@ -4,11 +4,12 @@
 //! # Method
 //!
 //! 1. **Portfolio.** The other heuristic strategies (`greedy-by-breadth`, `greedy-in-order`,
-//!    `strip-packing`, called through [`OffsetStrategy`]) run, and so does best-fit placement
-//!    (the gap rule of Pisarchyk & Lee's Algorithm 3) under five static orderings, all
-//!    descending: area (size x lifetime); "contention" (the largest operator breadth over
-//!    the buffer's lifetime, as in TelaMalloc) then size; size (this is Greedy by Size,
-//!    offset for offset); size then lifetime (XLA's spatial order); lifetime then size.
+//!    `strip-packing`, `greedy-by-size`, called through [`OffsetStrategy`]) run, and so does
+//!    best-fit placement (the gap rule of Pisarchyk & Lee's Algorithm 3) under five static
+//!    orderings, all descending: area (size x lifetime); "contention" (the largest operator
+//!    breadth over the buffer's lifetime, as in TelaMalloc) then size; size (this is Greedy
+//!    by Size, offset for offset); size then lifetime (XLA's spatial order); lifetime then
+//!    size.
 //! 2. **Exact search.** For at most [`BestOptions::exact_max_buffers`] buffers, the branch and
 //!    bound of [`crate::offsets::exact`] starts from the best static plan with a node budget
 //!    ([`BestOptions::exact_nodes`]). Its first probe is at the lower bound; on DNN traces it
@@ -130,6 +131,9 @@ pub fn plan_with(problem: &Problem, options: &BestOptions) -> OffsetPlan {
             OffsetStrategy::GreedyByBreadth,
             OffsetStrategy::GreedyInOrder,
             OffsetStrategy::StripPacking,
+            // Our engine's size-descending pass is the same algorithm; this guards against
+            // the two drifting apart.
+            OffsetStrategy::GreedyBySize,
         ] {
             if done.load(Ordering::Relaxed) {
                 break;
