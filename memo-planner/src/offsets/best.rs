@@ -6,10 +6,10 @@
 //! 1. **Portfolio.** The other heuristic strategies (`greedy-by-breadth`, `greedy-in-order`,
 //!    `strip-packing`, `greedy-by-size`, called through [`OffsetStrategy`]) run, and so does
 //!    best-fit placement (the gap rule of Pisarchyk & Lee's Algorithm 3) under five static
-//!    orderings, all descending: area (size x lifetime); "contention" (the largest operator
-//!    breadth over the buffer's lifetime, as in TelaMalloc) then size; size (this is Greedy
-//!    by Size, offset for offset); size then lifetime (XLA's spatial order); lifetime then
-//!    size.
+//!    orderings, all descending: "contention" (the largest operator breadth over the
+//!    buffer's lifetime, as in TelaMalloc) then size; area (size x lifetime); size (this is
+//!    Greedy by Size, offset for offset); size then lifetime (XLA's spatial order); lifetime
+//!    then size.
 //! 2. **Exact search.** For at most [`BestOptions::exact_max_buffers`] buffers, the branch and
 //!    bound of [`crate::offsets::exact`] starts from the best static plan with a node budget
 //!    ([`BestOptions::exact_nodes`]). Its first probe is at the lower bound; on DNN traces it
@@ -95,7 +95,7 @@ impl Default for BestOptions {
         BestOptions {
             work_passes: 40,
             min_work: 2_000_000,
-            max_work: 12_000_000,
+            max_work: 8_000_000,
             seed: 0x5EED_0FBE,
             run_other_strategies: true,
             parallel: true,
@@ -192,8 +192,8 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
     let contention = engine.contention();
     // Most productive first, so that reaching the lower bound stops early.
     let keys: [&dyn Fn(usize) -> (u128, u64, u64); 5] = [
-        &|i| (b[i].size as u128 * life(i) as u128, 0, 0),
         &|i| (contention[i] as u128, b[i].size, 0),
+        &|i| (b[i].size as u128 * life(i) as u128, 0, 0),
         &|i| (b[i].size as u128, 0, 0),
         &|i| (b[i].size as u128, life(i), 0),
         &|i| (life(i) as u128, b[i].size, 0),

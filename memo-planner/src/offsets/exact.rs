@@ -11,7 +11,10 @@
 //! sequence without growing, so the search is complete. At each node:
 //!
 //! - **dynamic ordering**: the candidates are the unplaced buffers sorted by
-//!   `(min_offset, preorder)`; the preorder is lifetime, then size, both descending;
+//!   `(min_offset, preorder)`. Like MiniMalloc, each probe runs round robin over three
+//!   static preorders (descending lifetime/area/max-breadth in the orders WAT, TWA, TAW)
+//!   with a node limit that starts at `2n` and doubles every round; an attempt that
+//!   finishes without a packing proves infeasibility whatever its preorder;
 //! - **section pruning**: in every time slot, the unplaced buffers alive there all go above
 //!   `max(floor, last offset)` (floor = highest placed top in the slot), so
 //!   `max(floor, last) + remaining size > capacity` fails the node;
@@ -185,8 +188,10 @@ struct Solver {
     spans: Vec<(usize, usize)>,
     /// Conflicting buffers of each buffer.
     adj: Vec<Vec<u32>>,
-    /// Static preorder rank of each buffer.
+    /// Static preorder rank of each buffer, in the current attempt.
     rank: Vec<u32>,
+    /// The preorders tried in turn.
+    preorders: Vec<Vec<u32>>,
     /// Total size alive per slot, at the start.
     breadth: Vec<u64>,
     // Per-probe state.
@@ -228,25 +233,42 @@ impl Solver {
             }
             active.push(i);
         }
-        let mut pre: Vec<usize> = (0..n).collect();
-        pre.sort_by_key(|&i| {
-            (
-                std::cmp::Reverse(b[i].upper - b[i].lower),
-                std::cmp::Reverse(b[i].size),
-            )
-        });
-        let mut rank = vec![0u32; n];
-        for (r, &i) in pre.iter().enumerate() {
-            rank[i] = r as u32;
-        }
+        // Static preorders, after MiniMalloc's defaults WAT, TWA, TAW (W = lifetime,
+        // A = area, T = largest breadth over the lifetime), all descending.
+        let breadth = timeline.breadths(problem);
+        let keys: Vec<(u128, u128, u128)> = (0..n)
+            .map(|i| {
+                let (s, e) = spans[i];
+                let t = breadth[s..e].iter().copied().max().unwrap_or(0) as u128;
+                let w = (b[i].upper - b[i].lower) as u128;
+                (w, w * b[i].size as u128, t)
+            })
+            .collect();
+        let preorders: Vec<Vec<u32>> = [
+            |k: (u128, u128, u128)| (k.0, k.1, k.2),
+            |k: (u128, u128, u128)| (k.2, k.0, k.1),
+            |k: (u128, u128, u128)| (k.2, k.1, k.0),
+        ]
+        .iter()
+        .map(|f| {
+            let mut pre: Vec<usize> = (0..n).collect();
+            pre.sort_by_key(|&i| std::cmp::Reverse(f(keys[i])));
+            let mut rank = vec![0u32; n];
+            for (r, &i) in pre.iter().enumerate() {
+                rank[i] = r as u32;
+            }
+            rank
+        })
+        .collect();
         Solver {
             n,
             sizes: b.iter().map(|x| x.size).collect(),
             aligns: b.iter().map(|x| x.align).collect(),
             spans,
             adj,
-            rank,
-            breadth: timeline.breadths(problem),
+            rank: preorders[0].clone(),
+            preorders,
+            breadth,
             offsets: Vec::new(),
             min_off: Vec::new(),
             floor: Vec::new(),
@@ -270,13 +292,42 @@ impl Solver {
         clock: Instant,
         time_cap: Option<Duration>,
     ) -> Probe {
+        // Round robin over the preorders with a node limit that doubles every round (as
+        // MiniMalloc does): a good preorder often finds a packing quickly. An exhausted
+        // attempt under any preorder is a proof of infeasibility.
+        let mut attempt_limit = (2 * self.n as u64).max(64);
+        loop {
+            for k in 0..self.preorders.len() {
+                let left = limit.saturating_sub(self.nodes);
+                if left == 0 || time_cap.is_some_and(|cap| clock.elapsed() >= cap) {
+                    return Probe::Unknown;
+                }
+                self.rank.clone_from(&self.preorders[k]);
+                let sub = self.nodes + attempt_limit.min(left);
+                match self.attempt(capacity, sub, clock, time_cap) {
+                    Probe::Unknown => {}
+                    answer => return answer,
+                }
+            }
+            attempt_limit = attempt_limit.saturating_mul(2);
+        }
+    }
+
+    /// One depth-first search under the current preorder.
+    fn attempt(
+        &mut self,
+        capacity: u64,
+        limit: u64,
+        clock: Instant,
+        time_cap: Option<Duration>,
+    ) -> Probe {
         self.capacity = capacity;
         self.limit = limit;
         self.truncated = false;
         self.clock = clock;
         self.time_cap = time_cap;
         self.offsets = vec![UNPLACED; self.n];
-        self.min_off = (0..self.n).map(|_| 0).collect();
+        self.min_off = vec![0; self.n];
         self.floor = vec![0; self.breadth.len()];
         self.remaining.clone_from(&self.breadth);
         self.trail.clear();
