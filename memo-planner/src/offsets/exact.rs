@@ -105,8 +105,8 @@ pub fn plan_with(problem: &Problem, options: &ExactOptions) -> OffsetPlan {
     search(problem, None, options).plan
 }
 
-/// Minimises the height from `start` (or, when `None`, from the `best` portfolio, whose
-/// own exact step has a small node budget), within the budgets.
+/// Minimises the height from `start` (a valid plan, or, when `None`, the plan of the `best`
+/// portfolio, whose own exact step has a small node budget), within the budgets.
 pub fn search(
     problem: &Problem,
     start: Option<&OffsetPlan>,
