@@ -13,7 +13,6 @@ pub mod greedy_by_breadth;
 pub mod greedy_by_size;
 pub mod greedy_in_order;
 pub mod naive;
-pub(crate) mod occupancy;
 pub(crate) mod placer;
 pub mod strip_packing;
 
