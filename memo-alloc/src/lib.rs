@@ -101,7 +101,9 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 
     #[cold]
     unsafe fn alloc_in_pass(&self, layout: Layout, zeroed: bool, hot: Hot) -> *mut u8 {
-        tls::with(
+        // The fallback must be lazy: an eagerly evaluated one would allocate from the
+        // backend on every call and leak it.
+        tls::with_or_else(
             |s| {
                 let p = s.pass.get();
                 if p.is_null() {
@@ -150,7 +152,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
                 ptr
             },
             // SAFETY: forwarded (only reachable if the thread-local were gone).
-            unsafe { self.backend_alloc(layout, zeroed) },
+            || unsafe { self.backend_alloc(layout, zeroed) },
         )
     }
 
@@ -292,6 +294,60 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
             Hot::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
             // SAFETY: forwarded.
             _ => unsafe { self.backend.realloc(ptr, layout, new_size) },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Counting(AtomicU64);
+
+    // SAFETY: forwards to `System`.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: forwarded.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: forwarded.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    static COUNTING: MemoAlloc<Counting> = MemoAlloc::new(Counting(AtomicU64::new(0)));
+
+    /// Regression: the thread-local fallback of `alloc_in_pass` was evaluated eagerly, so
+    /// every allocation in a pass also allocated (and leaked) a backend block, slab hits
+    /// included.
+    #[test]
+    fn an_allocation_in_a_pass_calls_the_backend_at_most_once() {
+        let layout = Layout::from_size_align(64, 8).unwrap();
+        let calls = || COUNTING.backend().0.load(Ordering::SeqCst);
+        let run = || {
+            let _p = pass("lib-tests/backend-calls");
+            // SAFETY: non-zero size; freed with the same layout.
+            unsafe {
+                let p = COUNTING.alloc(layout);
+                assert!(!p.is_null());
+                COUNTING.dealloc(p, layout);
+            }
+        };
+        let n0 = calls();
+        run();
+        let n1 = calls();
+        assert_eq!(
+            n1 - n0,
+            1,
+            "profiled: the backend serves the allocation once"
+        );
+        run();
+        if crate::config::config().mode == Mode::Replay {
+            assert_eq!(calls() - n1, 0, "replayed from the slab: no backend call");
         }
     }
 }

@@ -75,6 +75,17 @@ pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R, fallback: R) -> R {
     STATE.try_with(f).unwrap_or(fallback)
 }
 
+/// Runs `f` on this thread's state, or `fallback` if the state is gone. Unlike [`with`],
+/// the fallback is only evaluated when used: use this when computing it has effects (such
+/// as allocating from the backend).
+#[inline(always)]
+pub(crate) fn with_or_else<R>(
+    f: impl FnOnce(&ThreadState) -> R,
+    fallback: impl FnOnce() -> R,
+) -> R {
+    STATE.try_with(f).unwrap_or_else(|_| fallback())
+}
+
 /// The allocation path's mode on this thread.
 #[inline(always)]
 pub(crate) fn hot() -> Hot {

@@ -1,0 +1,1441 @@
+//! The shadow checker: invariants 1 and 2 of `DESIGN.md` under generated programs.
+//!
+//! What it proves: for proptest-generated pass programs (nested op scopes, and passes inside
+//! passes, which are scopes; allocations from 1 byte to 1 MiB with alignments 1..=4096;
+//! frees within and across ops; reallocs that grow and shrink; `alloc_zeroed`; allocations
+//! kept past the pass), profiled once and then
+//! replayed with proptest-chosen divergences (sibling ops swapped, ops skipped or repeated,
+//! sizes changed up and down, extra and missing allocations, early and late frees, frees
+//! on another thread, synchronous or racing with the pass, kept allocations freed after the
+//! pass, on another thread, during the next pass or at the very end, a panic unwinding
+//! through the pass, alignments raised up to 8192), every block `MemoAlloc` hands out:
+//! - is non-null and aligned for its layout, and overlaps no other live block of the
+//!   process (all live blocks of all tests sit in one address-ordered map);
+//! - keeps a pattern derived from a process-unique id intact until it is freed (checked
+//!   before every free and realloc, also on the freeing thread): a byte written through an
+//!   overlap with any other allocation is found;
+//! - keeps its contents across `realloc` (the old prefix is checked at the new address),
+//!   and is all zero when it comes from `alloc_zeroed`, also from a reused slab slot.
+//!
+//! And the program cannot tell: each run's checksum of the data it read back equals that of
+//! the same (diverged) program run outside any pass, and un-diverged or alignment-only
+//! divergences equal the profiled run's. The counters agree with what happened: a
+//! profiled pass is served entirely by the backend, in a replayed pass slab hits plus
+//! misses equal the allocations made and the backend served exactly the misses, and a
+//! replay of the program the current plan was made from hits exactly the planned slots and
+//! misses exactly the escaping ones (so the suite fails if replay silently stops using
+//! slabs). Hand-made tests pin the miss reasons: `TooLarge`, `Alignment`, `Unplanned`,
+//! `Overlap` (a reordered op keeps a slot live), `ReallocGrow`, plus backend failures
+//! returning null.
+//!
+//! The allocator under test is a `static MemoAlloc<CountingBackend>` driven by direct calls;
+//! this binary's global allocator stays `System`, so proptest's own allocations never
+//! enter a pass. Keys: the registry holds at most 4,096 keys, so each generated program
+//! takes a key from a per-test pool that is reused only after the key's plan was evicted
+//! (`max_plans` = 32 here); every program therefore starts from an unplanned key. (A key is
+//! re-profiled at most 8 times in its life, so once a pool's keys have used that up,
+//! typically late in the long run, diverging replays no longer re-profile.) The
+//! configuration is fixed in code (`greedy-by-size` plans, default re-planning), so
+//! `MEMO_*` variables do not change what runs.
+//!
+//! Case counts (`cargo test -p memo-alloc --test shadow --release`): 8,000 + 4,000 = 12,000
+//! generated programs. Debug builds (`cargo test`, `cargo test --workspace`) run a quarter of
+//! that (3,000) to stay within a few minutes; set `SHADOW_CASES_SCALE=4` to run the full
+//! count there too. The long run, 500,000 programs by default:
+//!
+//! ```text
+//! SHADOW_LONG_CASES=500000 cargo test -p memo-alloc --release --test shadow -- --ignored --nocapture
+//! ```
+
+mod shadow_support;
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
+use std::sync::{Mutex, Once, RwLock};
+
+use memo_alloc::{Config, MemoAlloc, MissReason, PassReport};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{
+    Config as PtConfig, FileFailurePersistence, TestCaseError, TestRunner,
+};
+use shadow_support::{Alloc, Block, CountingBackend};
+
+static MAIN: Alloc = MemoAlloc::new(CountingBackend::new());
+static SMALL: Alloc = MemoAlloc::new(CountingBackend::new());
+static LONG: Alloc = MemoAlloc::new(CountingBackend::new());
+static HAND: Alloc = MemoAlloc::new(CountingBackend::new());
+
+const NAMES: [&str; 4] = ["conv", "relu", "pool", "norm"];
+
+// ---------------------------------------------------------------------------------------
+// Setup
+// ---------------------------------------------------------------------------------------
+
+/// The panic payload of an injected panic (silenced by the hook).
+struct Injected;
+
+/// Hand-made tests take this for writing: no generated program publishes plans (and so
+/// evicts theirs) while they run. Generated cases take it for reading.
+static CHURN: RwLock<()> = RwLock::new(());
+
+fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let cfg = Config {
+            strategy: memo_planner::OffsetStrategy::GreedyBySize,
+            max_plans: 32,
+            ..Config::default()
+        };
+        assert!(
+            memo_alloc::configure(cfg),
+            "configuration fixed before the first pass"
+        );
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<Injected>() {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// A key from `prefix`'s pool of `pool` keys, leaked once each.
+///
+/// The registry holds at most 4,096 keys and re-profiles a key at most 8 times in its
+/// life, so the pools are sized to stay under the first and rarely reach the second.
+fn pool_key(prefix: &str, pool: usize, counter: &AtomicUsize) -> &'static str {
+    static LEAKED: Mutex<Option<HashMap<String, &'static str>>> = Mutex::new(None);
+    let n = counter.fetch_add(1, Ordering::Relaxed) % pool;
+    let name = format!("shadow/{prefix}/{n}");
+    let mut map = LEAKED.lock().unwrap_or_else(|e| e.into_inner());
+    map.get_or_insert_with(HashMap::new)
+        .entry(name.clone())
+        .or_insert_with(|| Box::leak(name.into_boxed_str()))
+}
+
+fn scaled(release: u32) -> u32 {
+    let scale: u32 = std::env::var("SHADOW_CASES_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) { 1 } else { 4 });
+    (release / 4 * scale).max(1)
+}
+
+// ---------------------------------------------------------------------------------------
+// Programs and divergences
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// A new buffer; `keep`: it outlives the pass.
+    Alloc {
+        size: usize,
+        align: usize,
+        zeroed: bool,
+        keep: bool,
+    },
+    /// Frees the `pick % n`-th of the run's n live, not kept buffers (none: nothing).
+    Free { pick: u16 },
+    /// Reallocs the `pick % n`-th of the live, not kept buffers to `size`.
+    Realloc { pick: u16, size: usize },
+    /// An op scope (`name` indexes `NAMES`; `NAMES.len()` is a nested `pass()`).
+    Op { name: u8, body: Vec<Step> },
+    /// Panics (only ever inserted by a divergence).
+    Panic,
+}
+
+#[derive(Clone, Debug)]
+enum Mutation {
+    SwapOps(u16),
+    SkipOp(u16),
+    RepeatOp(u16),
+    Resize(u16, u8),
+    ExtraAlloc(u16, u16, usize, usize),
+    RemoveAlloc(u16),
+    MoveFree(u16, bool),
+    RaiseAlign(u16, u8),
+    FlipKeep(u16),
+    InsertPanic(u16, u16),
+}
+
+/// Which frees go to the worker thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum XFree {
+    None,
+    /// Every k-th free, waiting until the worker freed it.
+    Sync(u8),
+    /// Every k-th free, racing with the pass.
+    Async(u8),
+}
+
+/// What happens to a run's kept buffers after its pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeepPolicy {
+    AfterPass,
+    OtherThread,
+    DuringNextPass,
+    EndOfCase,
+}
+
+#[derive(Clone, Debug)]
+struct RunSpec {
+    mutations: Vec<Mutation>,
+    xfree: XFree,
+    keep: KeepPolicy,
+}
+
+impl RunSpec {
+    fn clean() -> RunSpec {
+        RunSpec {
+            mutations: Vec::new(),
+            xfree: XFree::None,
+            keep: KeepPolicy::AfterPass,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    program: Vec<Step>,
+    /// Replays after the profiled run; the first is always clean.
+    runs: Vec<RunSpec>,
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Largest "large" size (0: none).
+    large: usize,
+    max_top: usize,
+    width: usize,
+    /// Keys in the test's pool.
+    pool: usize,
+}
+
+fn size_strategy(shape: Shape) -> BoxedStrategy<usize> {
+    if shape.large > 0 {
+        prop_oneof![
+            12 => 1usize..=64,
+            6 => 65usize..=1024,
+            2 => 1025usize..=16384,
+            1 => 16385usize..=shape.large,
+        ]
+        .boxed()
+    } else {
+        prop_oneof![6 => 1usize..=64, 3 => 65usize..=1024, 1 => 1025usize..=8192].boxed()
+    }
+}
+
+fn align_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        6 => Just(1usize),
+        3 => Just(8usize),
+        4 => Just(16usize),
+        2 => (5u32..=7).prop_map(|s| 1usize << s),
+        1 => (8u32..=12).prop_map(|s| 1usize << s),
+    ]
+}
+
+fn step_strategy(shape: Shape) -> impl Strategy<Value = Step> {
+    let alloc = (
+        size_strategy(shape),
+        align_strategy(),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.08),
+    )
+        .prop_map(|(size, align, zeroed, keep)| Step::Alloc {
+            size,
+            align,
+            zeroed,
+            keep,
+        });
+    let leaf = prop_oneof![
+        6 => alloc,
+        4 => any::<u16>().prop_map(|pick| Step::Free { pick }),
+        2 => (any::<u16>(), size_strategy(shape)).prop_map(|(pick, size)| Step::Realloc { pick, size }),
+    ];
+    let width = shape.width;
+    leaf.prop_recursive(3, 40, width as u32, move |inner| {
+        (0u8..=NAMES.len() as u8, vec(inner, 0..width))
+            .prop_map(|(name, body)| Step::Op { name, body })
+    })
+}
+
+fn mutation_strategy(shape: Shape) -> impl Strategy<Value = Mutation> {
+    let s = any::<u16>();
+    prop_oneof![
+        1 => s.prop_map(Mutation::SwapOps),
+        1 => s.prop_map(Mutation::SkipOp),
+        1 => s.prop_map(Mutation::RepeatOp),
+        2 => (s, any::<u8>()).prop_map(|(a, k)| Mutation::Resize(a, k)),
+        1 => (s, s, size_strategy(shape), align_strategy())
+            .prop_map(|(a, b, size, align)| Mutation::ExtraAlloc(a, b, size, align)),
+        1 => s.prop_map(Mutation::RemoveAlloc),
+        1 => (s, any::<bool>()).prop_map(|(a, e)| Mutation::MoveFree(a, e)),
+        2 => (s, any::<u8>()).prop_map(|(a, k)| Mutation::RaiseAlign(a, k)),
+        1 => s.prop_map(Mutation::FlipKeep),
+        1 => (s, s).prop_map(|(a, b)| Mutation::InsertPanic(a, b)),
+    ]
+}
+
+fn run_strategy(shape: Shape) -> impl Strategy<Value = RunSpec> {
+    (
+        prop_oneof![1 => Just(0usize), 2 => 1usize..=3],
+        vec(mutation_strategy(shape), 3),
+        prop_oneof![
+            3 => Just(XFree::None),
+            1 => (1u8..=3).prop_map(XFree::Sync),
+            1 => (1u8..=3).prop_map(XFree::Async),
+        ],
+        prop_oneof![
+            Just(KeepPolicy::AfterPass),
+            Just(KeepPolicy::OtherThread),
+            Just(KeepPolicy::DuringNextPass),
+            Just(KeepPolicy::EndOfCase),
+        ],
+    )
+        .prop_map(|(n, mut mutations, xfree, keep)| {
+            mutations.truncate(n);
+            RunSpec {
+                mutations,
+                xfree,
+                keep,
+            }
+        })
+}
+
+fn case_strategy(shape: Shape) -> impl Strategy<Value = Case> {
+    (
+        vec(step_strategy(shape), 1..shape.max_top),
+        vec(run_strategy(shape), 1..=4),
+    )
+        .prop_map(|(program, runs)| {
+            let mut all = vec![RunSpec::clean()];
+            all.extend(runs);
+            Case { program, runs: all }
+        })
+}
+
+/// Paths (child indices from the root) of the steps matching `pred`, in pre-order.
+fn paths(prog: &[Step], pred: &dyn Fn(&[Step], usize) -> bool) -> Vec<Vec<usize>> {
+    fn walk(
+        v: &[Step],
+        prefix: &mut Vec<usize>,
+        pred: &dyn Fn(&[Step], usize) -> bool,
+        out: &mut Vec<Vec<usize>>,
+    ) {
+        for i in 0..v.len() {
+            prefix.push(i);
+            if pred(v, i) {
+                out.push(prefix.clone());
+            }
+            if let Step::Op { body, .. } = &v[i] {
+                walk(body, prefix, pred, out);
+            }
+            prefix.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(prog, &mut Vec::new(), pred, &mut out);
+    out
+}
+
+/// Paths of every step list: the root (`[]`) and each op's body.
+fn containers(prog: &[Step]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    out.extend(paths(prog, &|v, i| matches!(v[i], Step::Op { .. })));
+    out
+}
+
+fn list_at<'a>(prog: &'a mut Vec<Step>, path: &[usize]) -> &'a mut Vec<Step> {
+    let mut v = prog;
+    for &i in path {
+        v = match &mut v[i] {
+            Step::Op { body, .. } => body,
+            _ => unreachable!("not an op"),
+        };
+    }
+    v
+}
+
+fn pick<T>(v: &[T], sel: u16) -> Option<&T> {
+    (!v.is_empty()).then(|| &v[sel as usize % v.len()])
+}
+
+fn step_at<'a>(prog: &'a mut Vec<Step>, path: &[usize]) -> &'a mut Step {
+    let (last, parent) = path.split_last().expect("non-empty path");
+    &mut list_at(prog, parent)[*last]
+}
+
+fn is_op(v: &[Step], i: usize) -> bool {
+    matches!(v[i], Step::Op { .. })
+}
+
+fn is_alloc(v: &[Step], i: usize) -> bool {
+    matches!(v[i], Step::Alloc { .. })
+}
+
+fn apply(prog: &mut Vec<Step>, m: &Mutation) {
+    match *m {
+        Mutation::SwapOps(sel) => {
+            let c = paths(prog, &|v, i| {
+                is_op(v, i) && i + 1 < v.len() && is_op(v, i + 1)
+            });
+            if let Some(p) = pick(&c, sel) {
+                let (last, parent) = p.split_last().unwrap();
+                list_at(prog, parent).swap(*last, *last + 1);
+            }
+        }
+        Mutation::SkipOp(sel) | Mutation::RepeatOp(sel) => {
+            let c = paths(prog, &is_op);
+            if let Some(p) = pick(&c, sel) {
+                let (last, parent) = p.split_last().unwrap();
+                let list = list_at(prog, parent);
+                if matches!(m, Mutation::SkipOp(_)) {
+                    list.remove(*last);
+                } else {
+                    let op = list[*last].clone();
+                    list.insert(*last + 1, op);
+                }
+            }
+        }
+        Mutation::Resize(sel, k) => {
+            let c = paths(prog, &|v, i| {
+                matches!(v[i], Step::Alloc { .. } | Step::Realloc { .. })
+            });
+            if let Some(p) = pick(&c, sel) {
+                if let Step::Alloc { size, .. } | Step::Realloc { size, .. } = step_at(prog, p) {
+                    *size = match k % 4 {
+                        0 => *size * 2,
+                        1 => *size * 4 + 7,
+                        2 => (*size / 2).max(1),
+                        _ => *size + 1,
+                    }
+                    .min(2 << 20);
+                }
+            }
+        }
+        Mutation::ExtraAlloc(sel, pos, size, align) => {
+            let c = containers(prog);
+            let list = list_at(prog, pick(&c, sel).unwrap());
+            let at = pos as usize % (list.len() + 1);
+            list.insert(
+                at,
+                Step::Alloc {
+                    size,
+                    align,
+                    zeroed: false,
+                    keep: false,
+                },
+            );
+        }
+        Mutation::RemoveAlloc(sel) => {
+            let c = paths(prog, &is_alloc);
+            if let Some(p) = pick(&c, sel) {
+                let (last, parent) = p.split_last().unwrap();
+                list_at(prog, parent).remove(*last);
+            }
+        }
+        Mutation::MoveFree(sel, early) => {
+            let c = paths(prog, &|v, i| matches!(v[i], Step::Free { .. }));
+            if let Some(p) = pick(&c, sel) {
+                let (last, parent) = p.split_last().unwrap();
+                let f = list_at(prog, parent).remove(*last);
+                if early {
+                    list_at(prog, parent).insert(0, f);
+                } else {
+                    prog.push(f);
+                }
+            }
+        }
+        Mutation::RaiseAlign(sel, k) => {
+            let c = paths(prog, &is_alloc);
+            if let Some(p) = pick(&c, sel) {
+                if let Step::Alloc { align, .. } = step_at(prog, p) {
+                    *align = (*align).max(1 << (5 + k % 9));
+                }
+            }
+        }
+        Mutation::FlipKeep(sel) => {
+            let c = paths(prog, &is_alloc);
+            if let Some(p) = pick(&c, sel) {
+                if let Step::Alloc { keep, .. } = step_at(prog, p) {
+                    *keep = !*keep;
+                }
+            }
+        }
+        Mutation::InsertPanic(sel, pos) => {
+            let c = containers(prog);
+            let list = list_at(prog, pick(&c, sel).unwrap());
+            let at = pos as usize % (list.len() + 1);
+            list.insert(at, Step::Panic);
+        }
+    }
+}
+
+fn variant(program: &[Step], spec: &RunSpec) -> Vec<Step> {
+    let mut v = program.to_vec();
+    for m in &spec.mutations {
+        apply(&mut v, m);
+    }
+    v
+}
+
+/// Whether the mutations leave the data the program reads unchanged.
+fn same_semantics(spec: &RunSpec) -> bool {
+    spec.mutations
+        .iter()
+        .all(|m| matches!(m, Mutation::RaiseAlign(..)))
+}
+
+// ---------------------------------------------------------------------------------------
+// Execution
+// ---------------------------------------------------------------------------------------
+
+/// A message to the worker thread: free `block`; acknowledge on `ack` if given.
+type Msg = (Block, Option<SyncSender<()>>);
+
+struct Worker {
+    tx: Sender<Msg>,
+}
+
+impl Worker {
+    /// `block` must be verified and unregistered already.
+    fn free(&self, block: Block, sync: bool) {
+        if sync {
+            let (atx, arx) = sync_channel(1);
+            self.tx.send((block, Some(atx))).expect("worker alive");
+            arx.recv().expect("worker freed the block");
+        } else {
+            self.tx.send((block, None)).expect("worker alive");
+        }
+    }
+}
+
+/// Hands `b` to the worker: the owner verifies it and gives it up first.
+fn hand_off(worker: &Worker, b: Block, sync: bool) -> u64 {
+    let d = b.verify(b.size, "free (hand-off)");
+    shadow_support::unregister(&b);
+    worker.free(b, sync);
+    d
+}
+
+/// One execution of a program.
+struct Exec<'w> {
+    a: &'static Alloc,
+    worker: Option<&'w Worker>,
+    xfree: XFree,
+    /// Live buffers of this run in allocation order, with their `keep` flag.
+    live: Vec<(Block, bool)>,
+    next_label: u64,
+    /// Order-independent sum of the digests of everything read back.
+    sum: u64,
+    allocs: u64,
+    frees: u64,
+    /// Kept buffers of the previous run, freed inside this pass after its first step.
+    carried: Vec<(usize, Block)>,
+    /// Digests of `carried` blocks, for their runs.
+    carried_sums: Vec<(usize, u64)>,
+}
+
+impl Exec<'_> {
+    fn release(&mut self, b: Block) {
+        self.frees += 1;
+        let d = match (self.xfree, self.worker) {
+            (XFree::Sync(k), Some(w)) if self.frees % k as u64 == 0 => hand_off(w, b, true),
+            (XFree::Async(k), Some(w)) if self.frees % k as u64 == 0 => hand_off(w, b, false),
+            _ => shadow_support::free(self.a, b),
+        };
+        self.sum = self.sum.wrapping_add(d);
+    }
+
+    fn choose(&self, sel: u16) -> Option<usize> {
+        let n = self.live.iter().filter(|(_, k)| !k).count();
+        if n == 0 {
+            return None;
+        }
+        let want = sel as usize % n;
+        self.live
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, k))| !k)
+            .nth(want)
+            .map(|(i, _)| i)
+    }
+
+    fn exec(&mut self, steps: &[Step], top: bool) {
+        for (i, s) in steps.iter().enumerate() {
+            match s {
+                &Step::Alloc {
+                    size,
+                    align,
+                    zeroed,
+                    keep,
+                } => {
+                    let label = self.next_label;
+                    self.next_label += 1;
+                    let b = shadow_support::alloc(self.a, size, align, zeroed, label);
+                    self.allocs += 1;
+                    self.live.push((b, keep));
+                }
+                &Step::Free { pick } => {
+                    if let Some(i) = self.choose(pick) {
+                        let (b, _) = self.live.remove(i);
+                        self.release(b);
+                    }
+                }
+                &Step::Realloc { pick, size } => {
+                    if let Some(i) = self.choose(pick) {
+                        let b = self.live[i].0.clone();
+                        let (nb, d) = shadow_support::realloc(self.a, b, size);
+                        self.live[i].0 = nb;
+                        self.sum = self.sum.wrapping_add(d);
+                    }
+                }
+                Step::Op { name, body } if *name as usize == NAMES.len() => {
+                    // A pass inside a pass is a scope (outside a pass, a pass of its own).
+                    let _inner = memo_alloc::pass("shadow/inner");
+                    self.exec(body, false);
+                }
+                Step::Op { name, body } => {
+                    let _op = memo_alloc::op(NAMES[*name as usize]);
+                    self.exec(body, false);
+                }
+                Step::Panic => std::panic::panic_any(Injected),
+            }
+            if top && i == 0 {
+                self.free_carried();
+            }
+        }
+    }
+
+    fn free_carried(&mut self) {
+        for (run, b) in std::mem::take(&mut self.carried) {
+            let d = shadow_support::free(self.a, b);
+            self.carried_sums.push((run, d));
+        }
+    }
+
+    /// The pass body: the program, then every remaining buffer that is not kept.
+    fn body(&mut self, program: &[Step]) {
+        self.exec(program, true);
+        self.free_carried();
+        while let Some(i) = self.live.iter().position(|(_, k)| !k) {
+            let (b, _) = self.live.remove(i);
+            self.release(b);
+        }
+    }
+}
+
+struct Outcome {
+    sum: u64,
+    allocs: u64,
+    panicked: bool,
+    kept: Vec<Block>,
+    carried_sums: Vec<(usize, u64)>,
+}
+
+/// Runs `program` once, in a pass of `key` or (for `None`) outside any pass; frees what a
+/// panic left behind.
+fn execute(
+    a: &'static Alloc,
+    key: Option<&'static str>,
+    program: &[Step],
+    worker: Option<&Worker>,
+    xfree: XFree,
+    carried: Vec<(usize, Block)>,
+) -> Outcome {
+    let mut ex = Exec {
+        a,
+        worker,
+        xfree,
+        live: Vec::new(),
+        next_label: 0,
+        sum: 0,
+        allocs: 0,
+        frees: 0,
+        carried,
+        carried_sums: Vec::new(),
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _pass = key.map(memo_alloc::pass);
+        ex.body(program);
+    }));
+    let panicked = match r {
+        Ok(()) => false,
+        Err(e) if e.is::<Injected>() => true,
+        Err(e) => std::panic::resume_unwind(e),
+    };
+    // After a panic: the pass is over; free what the program still held, outside it.
+    ex.free_carried();
+    let mut kept = Vec::new();
+    for (b, keep) in std::mem::take(&mut ex.live) {
+        if keep {
+            kept.push(b);
+        } else {
+            let d = shadow_support::free(a, b);
+            ex.sum = ex.sum.wrapping_add(d);
+        }
+    }
+    Outcome {
+        sum: ex.sum,
+        allocs: ex.allocs,
+        panicked,
+        kept,
+        carried_sums: ex.carried_sums,
+    }
+}
+
+fn misses(r: &PassReport, before: &PassReport, reason: MissReason) -> u64 {
+    r.misses_by_reason[reason as usize] - before.misses_by_reason[reason as usize]
+}
+
+/// Per-test totals, checked after all cases.
+#[derive(Default)]
+struct Totals {
+    cases: AtomicUsize,
+    exact_replays: AtomicUsize,
+    slab_hits: AtomicUsize,
+    evicted: AtomicUsize,
+    allocations: AtomicUsize,
+    misses: [AtomicUsize; 7],
+    panicked: AtomicUsize,
+    reprofiled: AtomicUsize,
+    diverged: AtomicUsize,
+    max_allocations: AtomicUsize,
+}
+
+/// Runs one generated case: profile the program, replay the variants, check everything.
+fn check_case(
+    a: &'static Alloc,
+    prefix: &str,
+    shape: Shape,
+    keys: &AtomicUsize,
+    totals: &Totals,
+    case: &Case,
+) -> Result<(), TestCaseError> {
+    init();
+    let _shared = CHURN.read().unwrap_or_else(|e| e.into_inner());
+    let key = pool_key(prefix, shape.pool, keys);
+    if let Some(r) = memo_alloc::report(key) {
+        prop_assert!(
+            r.state == "unplanned",
+            "reused key {key} still has a plan: {r:?}"
+        );
+    }
+    totals.cases.fetch_add(1, Ordering::Relaxed);
+    let nroot = paths(&case.program, &is_alloc).len();
+    std::thread::scope(|s| -> Result<(), TestCaseError> {
+        let (tx, rx) = channel::<Msg>();
+        let worker_thread = s.spawn(move || {
+            for (b, ack) in rx {
+                shadow_support::free_unregistered(a, &b);
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+            }
+        });
+        let worker = Worker { tx };
+        let mut sums: Vec<u64> = Vec::new();
+        let mut expected: Vec<(usize, u64, &'static str)> = Vec::new();
+        let mut carried: Vec<(usize, Block)> = Vec::new();
+        let mut end_of_case: Vec<Block> = Vec::new();
+        let mut baseline: Vec<Step> = case.program.clone();
+        let mut plan_from_case = false;
+        let specs = std::iter::once(RunSpec::clean()).chain(case.runs.iter().cloned());
+        for (run, spec) in specs.enumerate() {
+            let prog = if run == 0 {
+                case.program.clone()
+            } else {
+                variant(&case.program, &spec)
+            };
+            // The same program outside any pass: what its checksum must be.
+            let oracle = execute(a, None, &prog, None, XFree::None, Vec::new());
+            let mut oracle_sum = oracle.sum;
+            for b in oracle.kept {
+                oracle_sum = oracle_sum.wrapping_add(shadow_support::free(a, b));
+            }
+            let r0 = memo_alloc::report(key).unwrap_or_default();
+            let c0 = a.backend().counts();
+            let out = execute(
+                a,
+                Some(key),
+                &prog,
+                Some(&worker),
+                spec.xfree,
+                std::mem::take(&mut carried),
+            );
+            let c = a.backend().counts().since(&c0);
+            let r = memo_alloc::report(key).expect("a pass ran");
+            sums.push(out.sum);
+            for (owner, d) in out.carried_sums {
+                sums[owner] = sums[owner].wrapping_add(d);
+            }
+            expected.push((run, oracle_sum, "the same program outside a pass"));
+            if run > 0 && same_semantics(&spec) && !out.panicked {
+                // expected[0]: the profiled run's (equal to its oracle's, checked below).
+                expected.push((run, expected[0].1, "the profiled run"));
+            }
+            match spec.keep {
+                _ if out.kept.is_empty() => {}
+                KeepPolicy::AfterPass => {
+                    for b in out.kept {
+                        sums[run] = sums[run].wrapping_add(shadow_support::free(a, b));
+                    }
+                }
+                KeepPolicy::OtherThread => {
+                    for b in out.kept {
+                        sums[run] = sums[run].wrapping_add(hand_off(&worker, b, false));
+                    }
+                }
+                KeepPolicy::DuringNextPass => {
+                    carried.extend(out.kept.into_iter().map(|b| (run, b)));
+                }
+                KeepPolicy::EndOfCase => {
+                    // Read now, verified again and freed at the end of the case.
+                    for b in out.kept {
+                        sums[run] = sums[run].wrapping_add(b.verify(b.size, "kept buffer"));
+                        end_of_case.push(b);
+                    }
+                }
+            }
+
+            // The counters.
+            let profiled = r.passes_profiled - r0.passes_profiled;
+            let replayed = r.passes_replayed - r0.passes_replayed;
+            let backend = r.passes_backend - r0.passes_backend;
+            prop_assert_eq!(
+                profiled + replayed + backend,
+                1,
+                "run {} of {}: {:?} -> {:?}",
+                run,
+                key,
+                r0,
+                r
+            );
+            prop_assert_eq!(backend, 0, "run {} ran on the backend: {:?}", run, r);
+            let hits = r.slab_hits - r0.slab_hits;
+            let miss: Vec<u64> = MissReason::ALL
+                .iter()
+                .map(|&m| misses(&r, &r0, m))
+                .collect();
+            let grow = miss[MissReason::ReallocGrow as usize];
+            for (t, &m) in totals.misses.iter().zip(&miss) {
+                t.fetch_add(m as usize, Ordering::Relaxed);
+            }
+            totals
+                .allocations
+                .fetch_add(out.allocs as usize, Ordering::Relaxed);
+            totals
+                .max_allocations
+                .fetch_max(out.allocs as usize, Ordering::Relaxed);
+            totals
+                .panicked
+                .fetch_add(out.panicked as usize, Ordering::Relaxed);
+            if run > 0 && prog != case.program {
+                totals.diverged.fetch_add(1, Ordering::Relaxed);
+            }
+            if run > 0 && profiled == 1 {
+                totals.reprofiled.fetch_add(1, Ordering::Relaxed);
+            }
+            if profiled == 1 {
+                if run == 0 {
+                    // The plan summary is written before publication: eviction-proof.
+                    prop_assert_eq!(
+                        (r.planned + r.escaping) as usize,
+                        nroot,
+                        "every allocation key is planned or escaping: {:?}",
+                        r
+                    );
+                } else if run == 1 {
+                    // Only an eviction of the key (under heavy preemption) re-profiles here.
+                    prop_assert_eq!(r0.state, "unplanned", "run 1 was profiled: {:?}", r);
+                    totals.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                prop_assert_eq!(hits, 0, "a profiled pass hit the slab");
+                prop_assert_eq!(miss.iter().sum::<u64>(), 0);
+                prop_assert_eq!(c.fresh(), out.allocs, "profiled pass: backend serves all");
+                if !out.panicked {
+                    baseline = prog.clone();
+                    plan_from_case = true;
+                }
+            } else {
+                prop_assert!(
+                    plan_from_case,
+                    "run {} replayed a plan of another program",
+                    run
+                );
+                let total_miss: u64 = miss.iter().sum();
+                prop_assert_eq!(
+                    hits + total_miss - grow,
+                    out.allocs,
+                    "run {}: hits and misses account for every allocation: {:?}",
+                    run,
+                    miss
+                );
+                prop_assert_eq!(
+                    c.fresh(),
+                    out.allocs - hits + grow,
+                    "run {}: the backend served exactly the misses",
+                    run
+                );
+                totals.slab_hits.fetch_add(hits as usize, Ordering::Relaxed);
+                let exact =
+                    prog == baseline && !matches!(spec.xfree, XFree::Async(_)) && !out.panicked;
+                if exact {
+                    totals.exact_replays.fetch_add(1, Ordering::Relaxed);
+                    prop_assert_eq!(
+                        (hits, miss[MissReason::Escaping as usize]),
+                        (r.planned, r.escaping),
+                        "run {}: an un-diverged replay hits every planned slot: {:?} {:?}",
+                        run,
+                        miss,
+                        r
+                    );
+                    prop_assert_eq!(total_miss, r.escaping, "only escapes miss: {:?}", miss);
+                }
+            }
+        }
+        for b in end_of_case {
+            shadow_support::free(a, b);
+        }
+        for (run, b) in std::mem::take(&mut carried) {
+            sums[run] = sums[run].wrapping_add(shadow_support::free(a, b));
+        }
+        drop(worker);
+        worker_thread.join().expect("worker thread");
+        for (run, want, what) in expected {
+            prop_assert_eq!(
+                sums[run],
+                want,
+                "run {}: checksum differs from {}",
+                run,
+                what
+            );
+        }
+        Ok(())
+    })
+}
+
+fn run_proptest(a: &'static Alloc, prefix: &str, shape: Shape, cases: u32) {
+    init();
+    let keys = AtomicUsize::new(0);
+    let totals = Totals::default();
+    let mut runner = TestRunner::new(PtConfig {
+        cases,
+        max_shrink_iters: 2000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/shadow.proptest-regressions",
+        ))),
+        ..PtConfig::default()
+    });
+    let result = runner.run(&case_strategy(shape), |case| {
+        check_case(a, prefix, shape, &keys, &totals, &case)
+    });
+    if let Err(e) = result {
+        panic!("{prefix}: {e}");
+    }
+    let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+    let n = get(&totals.cases);
+    let exact = get(&totals.exact_replays);
+    let evicted = get(&totals.evicted);
+    let misses: Vec<(&str, usize)> = MissReason::ALL
+        .iter()
+        .map(|&m| (m.name(), get(&totals.misses[m as usize])))
+        .collect();
+    eprintln!(
+        "{prefix}: {n} programs, {} allocations in passes (at most {} in one), {} diverged runs, {exact} exact \
+         replays, {} slab hits, misses {misses:?}, {} panics, {} re-profiles, {evicted} evicted",
+        get(&totals.allocations),
+        get(&totals.max_allocations),
+        get(&totals.diverged),
+        get(&totals.slab_hits),
+        get(&totals.panicked),
+        get(&totals.reprofiled),
+    );
+    assert!(n >= cases as usize);
+    assert!(
+        exact >= n / 2,
+        "too few un-diverged replays: {exact} of {n}"
+    );
+    assert!(get(&totals.slab_hits) > 0, "no slab hits");
+    assert!(evicted * 100 <= n, "{evicted} of {n} keys evicted mid-case");
+    if n >= 1000 {
+        // The generator reaches every kind of divergence the allocator can observe.
+        for (name, count) in &misses {
+            assert!(
+                *name == "no_slab" || *count > 0,
+                "no {name} misses: {misses:?}"
+            );
+        }
+        assert!(get(&totals.panicked) > 0 && get(&totals.reprofiled) > 0);
+    }
+}
+
+#[test]
+fn generated_programs_with_divergences() {
+    let shape = Shape {
+        large: 1 << 20,
+        max_top: 12,
+        width: 6,
+        pool: 1024,
+    };
+    run_proptest(&MAIN, "main", shape, scaled(8000));
+}
+
+#[test]
+fn generated_small_programs_with_divergences() {
+    let shape = Shape {
+        large: 0,
+        max_top: 12,
+        width: 4,
+        pool: 512,
+    };
+    run_proptest(&SMALL, "small", shape, scaled(4000));
+}
+
+/// The long run: `SHADOW_LONG_CASES` programs (default 500,000).
+#[test]
+#[ignore = "long: run with --ignored (see the file's doc comment)"]
+fn generated_programs_long() {
+    let cases = std::env::var("SHADOW_LONG_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let shape = Shape {
+        large: 1 << 20,
+        max_top: 10,
+        width: 6,
+        pool: 1536,
+    };
+    run_proptest(&LONG, "long", shape, cases);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hand-made divergences with a known miss reason
+// ---------------------------------------------------------------------------------------
+
+/// Runs `f` (one pass of `key`) and returns the key's report before and after.
+fn delta(key: &str, f: impl FnOnce()) -> (PassReport, PassReport) {
+    let before = memo_alloc::report(key).unwrap_or_default();
+    f();
+    (before, memo_alloc::report(key).expect("a pass ran"))
+}
+
+fn hits(d: &(PassReport, PassReport)) -> u64 {
+    d.1.slab_hits - d.0.slab_hits
+}
+
+fn missed(d: &(PassReport, PassReport), reason: MissReason) -> u64 {
+    misses(&d.1, &d.0, reason)
+}
+
+fn all_misses(d: &(PassReport, PassReport)) -> u64 {
+    MissReason::ALL.iter().map(|&m| missed(d, m)).sum()
+}
+
+fn replayed(d: &(PassReport, PassReport)) -> bool {
+    d.1.passes_replayed == d.0.passes_replayed + 1
+}
+
+fn hand_lock() -> std::sync::RwLockWriteGuard<'static, ()> {
+    init();
+    CHURN.write().unwrap_or_else(|e| e.into_inner())
+}
+
+use shadow_support::{alloc as talloc, free as tfree, realloc as trealloc};
+
+#[test]
+fn grown_size_misses_too_large() {
+    let _w = hand_lock();
+    let key = "shadow/hand/too-large";
+    let run = |size: usize| {
+        let _p = memo_alloc::pass(key);
+        let b = {
+            let _o = memo_alloc::op("conv");
+            talloc(&HAND, size, 16, false, 1)
+        };
+        tfree(&HAND, b);
+    };
+    run(64);
+    let d = delta(key, || run(64));
+    assert!(
+        replayed(&d) && hits(&d) == 1 && all_misses(&d) == 0,
+        "{d:?}"
+    );
+    let d = delta(key, || run(65));
+    assert_eq!(
+        (hits(&d), missed(&d, MissReason::TooLarge)),
+        (0, 1),
+        "{d:?}"
+    );
+    assert_eq!(all_misses(&d), 1);
+    let d = delta(key, || run(8));
+    assert_eq!(
+        (hits(&d), all_misses(&d)),
+        (1, 0),
+        "a smaller size fits: {d:?}"
+    );
+}
+
+#[test]
+fn raised_alignment_misses_alignment() {
+    let _w = hand_lock();
+    let key = "shadow/hand/alignment";
+    let run = |align_x: usize, align_y: usize| {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        let x = talloc(&HAND, 16, align_x, false, 1);
+        let y = talloc(&HAND, 16, align_y, false, 2);
+        tfree(&HAND, x);
+        tfree(&HAND, y);
+    };
+    run(16, 16);
+    let r = memo_alloc::report(key).unwrap();
+    assert_eq!(
+        r.height, 32,
+        "x and y side by side: one of them at offset 16: {r:?}"
+    );
+    let d = delta(key, || run(16, 16));
+    assert_eq!((hits(&d), all_misses(&d)), (2, 0), "{d:?}");
+    // The slot at offset 16 guarantees 16 bytes, the one at offset 0 the slab's 4096.
+    let d = delta(key, || run(32, 32));
+    assert_eq!(
+        (hits(&d), missed(&d, MissReason::Alignment), all_misses(&d)),
+        (1, 1, 1),
+        "{d:?}"
+    );
+    // Beyond any slot's alignment.
+    let d = delta(key, || run(8192, 16));
+    assert_eq!(missed(&d, MissReason::Alignment), 1, "{d:?}");
+    assert_eq!(hits(&d), 1, "{d:?}");
+}
+
+#[test]
+fn extra_allocations_and_unknown_ops_miss_unplanned() {
+    let _w = hand_lock();
+    let key = "shadow/hand/unplanned";
+    let run = |extra: bool| {
+        let _p = memo_alloc::pass(key);
+        let mut bs = Vec::new();
+        {
+            let _o = memo_alloc::op("conv");
+            bs.push(talloc(&HAND, 64, 8, false, 1));
+            if extra {
+                bs.push(talloc(&HAND, 64, 8, false, 2)); // ordinal 1: not in the plan
+            }
+        }
+        if extra {
+            let _o = memo_alloc::op("conv"); // a second occurrence: not in the plan
+            bs.push(talloc(&HAND, 64, 8, false, 3));
+            let _p = memo_alloc::op("pool"); // an op the plan never saw
+            bs.push(talloc(&HAND, 64, 8, false, 4));
+        }
+        for b in bs {
+            tfree(&HAND, b);
+        }
+    };
+    run(false);
+    let d = delta(key, || run(false));
+    assert_eq!((hits(&d), all_misses(&d)), (1, 0), "{d:?}");
+    let d = delta(key, || run(true));
+    assert_eq!(hits(&d), 1, "{d:?}");
+    assert_eq!(missed(&d, MissReason::Unplanned), 3, "{d:?}");
+    assert_eq!(all_misses(&d), 3, "{d:?}");
+}
+
+#[test]
+fn reordered_op_keeping_a_slot_live_misses_overlap() {
+    let _w = hand_lock();
+    let key = "shadow/hand/overlap";
+    // Profiled: op a allocates and frees x; then op b allocates and frees y (zeroed).
+    // x and y never coexist, so they share offset 0.
+    {
+        let _p = memo_alloc::pass(key);
+        let x = {
+            let _o = memo_alloc::op("a");
+            talloc(&HAND, 1024, 16, false, 1)
+        };
+        tfree(&HAND, x);
+        let y = {
+            let _o = memo_alloc::op("b");
+            talloc(&HAND, 1024, 16, true, 2)
+        };
+        tfree(&HAND, y);
+    }
+    let r = memo_alloc::report(key).unwrap();
+    assert_eq!(
+        (r.planned, r.height),
+        (2, 1024),
+        "x and y share memory: {r:?}"
+    );
+    // Replayed in order: both from the slab, and y (zeroed) sees zeros where x's pattern was.
+    let d = delta(key, || {
+        let _p = memo_alloc::pass(key);
+        let x = {
+            let _o = memo_alloc::op("a");
+            talloc(&HAND, 1024, 16, false, 1)
+        };
+        let at = x.ptr;
+        tfree(&HAND, x);
+        let y = {
+            let _o = memo_alloc::op("b");
+            talloc(&HAND, 1024, 16, true, 2)
+        };
+        assert_eq!(y.ptr, at, "y reuses x's slot");
+        tfree(&HAND, y);
+    });
+    assert_eq!((hits(&d), all_misses(&d)), (2, 0), "{d:?}");
+    // Reordered: op b runs first and its buffer is still live when op a allocates.
+    let d = delta(key, || {
+        let _p = memo_alloc::pass(key);
+        let y = {
+            let _o = memo_alloc::op("b");
+            talloc(&HAND, 1024, 16, true, 2)
+        };
+        let x = {
+            let _o = memo_alloc::op("a");
+            talloc(&HAND, 1024, 16, false, 1)
+        };
+        tfree(&HAND, x);
+        tfree(&HAND, y);
+    });
+    assert_eq!(hits(&d), 1, "{d:?}");
+    assert_eq!(missed(&d, MissReason::Overlap), 1, "{d:?}");
+    assert_eq!(all_misses(&d), 1, "{d:?}");
+}
+
+#[test]
+fn realloc_beyond_its_slot_moves_to_the_backend_with_its_contents() {
+    let _w = hand_lock();
+    let key = "shadow/hand/realloc";
+    let run = |grow_to: usize| {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("concat");
+        let b = talloc(&HAND, 64, 8, false, 1);
+        let (b, _) = trealloc(&HAND, b, 256);
+        let (b, _) = trealloc(&HAND, b, 32);
+        let (b, _) = trealloc(&HAND, b, grow_to);
+        tfree(&HAND, b);
+    };
+    run(200);
+    let c0 = HAND.backend().counts();
+    let d = delta(key, || run(200));
+    let c = HAND.backend().counts().since(&c0);
+    assert_eq!((hits(&d), all_misses(&d)), (1, 0), "{d:?}");
+    assert_eq!(
+        (c.fresh(), c.reallocs),
+        (0, 0),
+        "in place in the slot: {c:?}"
+    );
+    let c0 = HAND.backend().counts();
+    let d = delta(key, || run(4096));
+    let c = HAND.backend().counts().since(&c0);
+    assert_eq!(hits(&d), 1, "{d:?}");
+    assert_eq!(missed(&d, MissReason::ReallocGrow), 1, "{d:?}");
+    assert_eq!(c.fresh(), 1, "moved to the backend: {c:?}");
+}
+
+#[test]
+fn backend_failures_return_null() {
+    let _w = hand_lock();
+    let key = "shadow/hand/null";
+    let run = |size: usize| {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        let b = talloc(&HAND, size, 8, false, 1);
+        tfree(&HAND, b);
+    };
+    run(64);
+    // A miss (too large) whose backend call fails: null, no panic.
+    {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        HAND.backend().fail_next(1);
+        let layout = Layout::from_size_align(4096, 8).unwrap();
+        // SAFETY: non-zero size.
+        let p = unsafe { HAND.alloc(layout) };
+        HAND.backend().fail_next(0);
+        assert!(p.is_null());
+    }
+    // A slab block whose realloc needs the backend, which fails: null, and the block is
+    // still intact and freeable.
+    {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        let b = talloc(&HAND, 64, 8, false, 1);
+        HAND.backend().fail_next(1);
+        let layout = Layout::from_size_align(64, 8).unwrap();
+        // SAFETY: `b` is live with this layout.
+        let p = unsafe { HAND.realloc(b.ptr as *mut u8, layout, 1 << 20) };
+        HAND.backend().fail_next(0);
+        assert!(p.is_null());
+        tfree(&HAND, b);
+    }
+    let d = delta(key, || run(64));
+    assert_eq!(hits(&d), 1, "{d:?}");
+}
+
+#[test]
+fn slab_blocks_freed_on_other_threads_and_after_their_pass() {
+    let _w = hand_lock();
+    let key = "shadow/hand/threads";
+    let run = |xthread: bool, keep: bool, carried: Option<Block>| -> Option<Block> {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        let a = talloc(&HAND, 256, 16, false, 1);
+        let b = talloc(&HAND, 256, 16, false, 2);
+        if let Some(c) = carried {
+            tfree(&HAND, c); // a slab block of the previous pass, freed in this one
+        }
+        if xthread {
+            // `a` is freed on another thread while the pass goes on.
+            a.verify(a.size, "hand-off");
+            shadow_support::unregister(&a);
+            std::thread::scope(|s| {
+                s.spawn(|| shadow_support::free_unregistered(&HAND, &a));
+            });
+        } else {
+            tfree(&HAND, a);
+        }
+        let c = talloc(&HAND, 256, 16, false, 3);
+        tfree(&HAND, c);
+        if keep {
+            Some(b)
+        } else {
+            tfree(&HAND, b);
+            None
+        }
+    };
+    // Profiled with every free on the pass's thread (a free elsewhere would be unseen and
+    // make `a` escape).
+    run(false, false, None);
+    let d = delta(key, || assert!(run(true, false, None).is_none()));
+    assert_eq!((hits(&d), all_misses(&d)), (3, 0), "{d:?}");
+    // `b` outlives its pass: still a slab block, freed during the next pass.
+    let mut kept = None;
+    let d = delta(key, || kept = run(true, true, None));
+    assert_eq!((hits(&d), all_misses(&d)), (3, 0), "{d:?}");
+    let d = delta(key, || assert!(run(true, false, kept.take()).is_none()));
+    assert_eq!((hits(&d), all_misses(&d)), (3, 0), "{d:?}");
+    assert!(
+        d.1.slab_instances >= 2,
+        "a second slab while b lived: {:?}",
+        d.1
+    );
+}
+
+#[test]
+fn slab_blocks_outliving_their_passes_exhaust_the_pool_then_miss_no_slab() {
+    let _w = hand_lock();
+    let key = "shadow/hand/no-slab";
+    let run = |keep: bool| -> Option<Block> {
+        let _p = memo_alloc::pass(key);
+        let _o = memo_alloc::op("conv");
+        let b = talloc(&HAND, 64, 8, false, 1);
+        if keep {
+            return Some(b);
+        }
+        tfree(&HAND, b);
+        None
+    };
+    run(false);
+    // Each replay keeps its slab block past its pass, so its slab cannot be reused and the
+    // next pass needs a new one, until the pool is full.
+    let mut kept = Vec::new();
+    let d = delta(key, || {
+        for _ in 0..300 {
+            kept.push(run(true).unwrap());
+        }
+    });
+    let instances = d.1.slab_instances;
+    assert!(instances >= 2, "{d:?}");
+    assert_eq!(hits(&d), instances, "one hit per slab: {d:?}");
+    assert_eq!(missed(&d, MissReason::NoSlab), 300 - instances, "{d:?}");
+    assert!(
+        missed(&d, MissReason::NoSlab) > 0,
+        "the pool is bounded: {d:?}"
+    );
+    for b in kept {
+        tfree(&HAND, b);
+    }
+    // Drained slabs are reused.
+    let d = delta(key, || assert!(run(false).is_none()));
+    assert_eq!((hits(&d), all_misses(&d)), (1, 0), "{d:?}");
+    assert_eq!(d.1.slab_instances, instances);
+}
+
+/// Several threads replay the same keys at once (one slab per concurrent pass), and free
+/// each other's kept blocks in the middle of their own passes.
+#[test]
+fn concurrent_passes_of_one_key_free_each_others_blocks() {
+    let _w = hand_lock();
+    let shape = Shape {
+        large: 1 << 16,
+        max_top: 10,
+        width: 5,
+        pool: 0,
+    };
+    let threads = 3;
+    let rounds = if cfg!(debug_assertions) { 10 } else { 40 };
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy(shape);
+    let hits0 = memo_alloc::stats().slab_hits;
+    for program in 0..24 {
+        let case = strategy.new_tree(&mut runner).unwrap().current();
+        let key: &'static str = Box::leak(format!("shadow/concurrent/{program}").into_boxed_str());
+        // Profile on this thread.
+        let out = execute(
+            &HAND,
+            Some(key),
+            &case.program,
+            None,
+            XFree::None,
+            Vec::new(),
+        );
+        for b in out.kept {
+            tfree(&HAND, b);
+        }
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..threads).map(|_| channel::<Block>()).unzip();
+        let barrier = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for (t, rx) in rxs.into_iter().enumerate() {
+                let tx = txs[(t + 1) % threads].clone();
+                let (case, barrier) = (&case, &barrier);
+                s.spawn(move || {
+                    for round in 0..rounds {
+                        let spec = &case.runs[(t + round) % case.runs.len()];
+                        let mut prog = variant(&case.program, spec);
+                        prog.retain(|s| *s != Step::Panic);
+                        let oracle = execute(&HAND, None, &prog, None, XFree::None, Vec::new());
+                        for b in oracle.kept {
+                            tfree(&HAND, b);
+                        }
+                        let carried: Vec<(usize, Block)> = rx.try_iter().map(|b| (0, b)).collect();
+                        let out = execute(&HAND, Some(key), &prog, None, XFree::None, carried);
+                        if !out.panicked {
+                            assert_eq!(out.sum, oracle.sum, "{key} thread {t} round {round}");
+                        }
+                        for b in out.kept {
+                            tx.send(b).expect("neighbour alive");
+                        }
+                    }
+                    drop(tx);
+                    barrier.wait();
+                    for b in rx.try_iter() {
+                        tfree(&HAND, b);
+                    }
+                });
+            }
+            drop(txs);
+        });
+    }
+    assert!(
+        memo_alloc::stats().slab_hits > hits0,
+        "concurrent replays used slabs"
+    );
+}
