@@ -1,0 +1,293 @@
+//! The built-in workloads: DNN-shaped passes of real architectures at a batch size and an
+//! input size, in three variants, plus workloads read from memo-alloc traces.
+
+pub mod builder;
+pub mod graph;
+pub mod nets;
+
+use std::path::PathBuf;
+
+use crate::engine::trace::TraceProgram;
+use crate::engine::{checksum, Compute, Divergence, GraphRunner};
+use graph::{Graph, OpKind};
+
+/// An architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Net {
+    /// MobileNet v1 (size: image side).
+    MobileNetV1,
+    /// MobileNet v2 (size: image side).
+    MobileNetV2,
+    /// ResNet-50 (size: image side).
+    ResNet50,
+    /// Inception v3 (size: image side).
+    InceptionV3,
+    /// BERT-base encoder (size: sequence length).
+    Bert,
+    /// GPT-2-small decoding step (size: tokens in the KV cache).
+    Gpt2,
+}
+
+impl Net {
+    /// Every architecture.
+    pub const ALL: [Net; 6] = [
+        Net::MobileNetV1,
+        Net::MobileNetV2,
+        Net::ResNet50,
+        Net::InceptionV3,
+        Net::Bert,
+        Net::Gpt2,
+    ];
+
+    /// Name used in workload specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Net::MobileNetV1 => "mobilenet_v1",
+            Net::MobileNetV2 => "mobilenet_v2",
+            Net::ResNet50 => "resnet50",
+            Net::InceptionV3 => "inception_v3",
+            Net::Bert => "bert",
+            Net::Gpt2 => "gpt2",
+        }
+    }
+
+    /// Builds the graph of one pass.
+    pub fn graph(self, batch: usize, size: usize) -> Graph {
+        match self {
+            Net::MobileNetV1 => nets::mobilenet_v1(batch, size),
+            Net::MobileNetV2 => nets::mobilenet_v2(batch, size),
+            Net::ResNet50 => nets::resnet50(batch, size),
+            Net::InceptionV3 => nets::inception_v3(batch, size),
+            Net::Bert => nets::bert_base(batch, size),
+            Net::Gpt2 => nets::gpt2_decode(batch, size),
+        }
+    }
+}
+
+/// How passes use memo-alloc's API and whether they diverge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Op scopes around every op (as a user would write them).
+    Scoped,
+    /// No op scopes: allocations are matched by their order in the pass.
+    NoScopes,
+    /// Op scopes, and every fourth pass skips an elementwise op and grows one output.
+    Divergent,
+}
+
+impl Variant {
+    /// Suffix in workload names (`""`, `"+noscope"`, `"+divergent"`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Scoped => "",
+            Variant::NoScopes => "+noscope",
+            Variant::Divergent => "+divergent",
+        }
+    }
+}
+
+/// A workload: what a cell runs on each thread, pass after pass.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Spec {
+    /// A built-in architecture.
+    Net {
+        /// The architecture.
+        net: Net,
+        /// Batch size.
+        batch: usize,
+        /// Image side, sequence length or cached tokens.
+        size: usize,
+        /// Variant.
+        variant: Variant,
+    },
+    /// A trace recorded by memo-alloc.
+    Trace(PathBuf),
+}
+
+impl Spec {
+    /// Parses `net:bN:sM[+noscope|+divergent]` (e.g. `resnet50:b1:s128`) or `trace:<path>`.
+    pub fn parse(s: &str) -> Result<Spec, String> {
+        if let Some(path) = s.strip_prefix("trace:") {
+            return Ok(Spec::Trace(PathBuf::from(path)));
+        }
+        let (base, variant) = if let Some(b) = s.strip_suffix("+noscope") {
+            (b, Variant::NoScopes)
+        } else if let Some(b) = s.strip_suffix("+divergent") {
+            (b, Variant::Divergent)
+        } else {
+            (s, Variant::Scoped)
+        };
+        let mut parts = base.split(':');
+        let name = parts.next().unwrap_or_default();
+        let net = Net::ALL
+            .into_iter()
+            .find(|n| n.name() == name)
+            .ok_or_else(|| format!("unknown workload {name:?} in {s:?}"))?;
+        let mut batch = 1;
+        let mut size = default_size(net);
+        for p in parts {
+            let (k, v) = p.split_at(1.min(p.len()));
+            let v: usize = v
+                .parse()
+                .map_err(|_| format!("bad {p:?} in workload {s:?} (want bN or sN)"))?;
+            match k {
+                "b" if v > 0 => batch = v,
+                "s" if v > 0 => size = v,
+                _ => return Err(format!("bad {p:?} in workload {s:?} (want bN or sN)")),
+            }
+        }
+        Ok(Spec::Net {
+            net,
+            batch,
+            size,
+            variant,
+        })
+    }
+
+    /// The canonical name (what [`Spec::parse`] reads back).
+    pub fn name(&self) -> String {
+        match self {
+            Spec::Net {
+                net,
+                batch,
+                size,
+                variant,
+            } => format!("{}:b{batch}:s{size}{}", net.name(), variant.suffix()),
+            Spec::Trace(p) => format!("trace:{}", p.display()),
+        }
+    }
+
+    /// The pass key memo-alloc sees (leaked once per process: keys are `&'static str`).
+    pub fn key(&self) -> &'static str {
+        Box::leak(self.name().into_boxed_str())
+    }
+
+    /// Whether the passes use op scopes.
+    pub fn scopes(&self) -> bool {
+        !matches!(
+            self,
+            Spec::Net {
+                variant: Variant::NoScopes,
+                ..
+            }
+        )
+    }
+
+    /// Builds the workload.
+    pub fn build(&self) -> Result<Workload, String> {
+        match self {
+            Spec::Net {
+                net,
+                batch,
+                size,
+                variant,
+            } => Ok(Workload::Graph {
+                graph: net.graph(*batch, *size),
+                divergent: *variant == Variant::Divergent,
+            }),
+            Spec::Trace(p) => {
+                let trace = memo_alloc::files::read_trace(p)?;
+                Ok(Workload::Trace(TraceProgram::new(&trace)?))
+            }
+        }
+    }
+}
+
+/// Default size per architecture.
+pub fn default_size(net: Net) -> usize {
+    match net {
+        Net::Bert => 128,
+        Net::Gpt2 => 256,
+        _ => 224,
+    }
+}
+
+/// A built workload.
+pub enum Workload {
+    /// A built-in architecture's graph.
+    Graph {
+        /// The pass.
+        graph: Graph,
+        /// Every fourth pass diverges.
+        divergent: bool,
+    },
+    /// A recorded trace.
+    Trace(TraceProgram),
+}
+
+impl Workload {
+    /// Allocations and bytes of one pass.
+    pub fn allocation_profile(&self) -> (u64, u64) {
+        match self {
+            Workload::Graph { graph, .. } => graph.allocation_profile(),
+            Workload::Trace(t) => (t.buffers as u64, t.bytes),
+        }
+    }
+
+    /// The divergence of pass number `pass` (none unless the workload is divergent).
+    pub fn divergence(&self, pass: u64) -> Divergence {
+        let Workload::Graph {
+            graph,
+            divergent: true,
+        } = self
+        else {
+            return Divergence::default();
+        };
+        if pass % 4 != 3 {
+            return Divergence::default();
+        }
+        let unary: Vec<usize> = (0..graph.ops.len())
+            .filter(|&i| graph.ops[i].kind == OpKind::Unary && graph.ops[i].inputs.len() == 1)
+            .collect();
+        let k = (pass / 4) as usize;
+        Divergence {
+            skip: (!unary.is_empty()).then(|| unary[(k * 7919) % unary.len()]),
+            grow: Some((k * 104_729 + 13) % graph.ops.len()),
+        }
+    }
+}
+
+/// Per-thread runner of a workload.
+pub enum Runner<'w> {
+    /// Graph interpreter with this thread's inputs.
+    Graph(GraphRunner<'w>, &'w Workload),
+    /// Trace program.
+    Trace(&'w TraceProgram),
+}
+
+impl<'w> Runner<'w> {
+    /// Prepares a thread (allocates its inputs, outside any pass).
+    pub fn new(w: &'w Workload, compute: Compute) -> Runner<'w> {
+        match w {
+            Workload::Graph { graph, .. } => Runner::Graph(GraphRunner::new(graph, compute), w),
+            Workload::Trace(t) => Runner::Trace(t),
+        }
+    }
+
+    /// Runs pass number `pass`, inside `memo_alloc::pass(key)` when `key` is given (memo
+    /// cells), with op scopes when `scopes`. The outputs escape the pass; the checksum is
+    /// taken and they are dropped after it ends.
+    pub fn run(&self, pass: u64, key: Option<&'static str>, scopes: bool) -> u64 {
+        match self {
+            Runner::Graph(r, w) => {
+                let div = w.divergence(pass);
+                let out = {
+                    let _pass = key.map(memo_alloc::pass);
+                    r.run(scopes, div)
+                };
+                checksum(&out)
+            }
+            Runner::Trace(t) => {
+                let (out, sum) = {
+                    let _pass = key.map(memo_alloc::pass);
+                    t.run(scopes)
+                };
+                let mut c = sum;
+                for b in &out {
+                    c = c.wrapping_mul(31).wrapping_add(b.read());
+                }
+                c
+            }
+        }
+    }
+}
