@@ -110,7 +110,26 @@ impl<'g> GraphRunner<'g> {
     /// Runs one pass: every op in order (inside `memo_alloc::op(name)` when `scopes`),
     /// freeing each tensor after its last use. Returns the escaping outputs.
     pub fn run(&self, scopes: bool, div: Divergence) -> Vec<Rc<Tensor>> {
+        self.run_counted(scopes, div).0
+    }
+
+    /// [`GraphRunner::run`], also returning a digest of every op's output and of what each
+    /// kernel read (so the checksum covers the whole pass, not only its outputs).
+    pub fn run_digest(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, u64) {
+        let (out, _, digest) = self.run_full(scopes, div);
+        (out, digest)
+    }
+
+    /// [`GraphRunner::run`], also returning how many tensors other than inputs and
+    /// outputs were still live when the last op finished (0 unless a free is missing).
+    pub fn run_counted(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize) {
+        let (out, left, _) = self.run_full(scopes, div);
+        (out, left)
+    }
+
+    fn run_full(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize, u64) {
         let g = self.graph;
+        let mut digest = 0xcbf2_9ce4_8422_2325u64;
         let mut live: Vec<Option<Rc<Tensor>>> = vec![None; g.shapes.len()];
         for (&t, x) in g.inputs.iter().zip(&self.inputs) {
             live[t] = Some(Rc::clone(x));
@@ -130,17 +149,25 @@ impl<'g> GraphRunner<'g> {
                     let last = shape.len() - 1;
                     shape[last] += shape[last] / 8 + 1;
                 }
-                Rc::new(kernel(op, &ins, &shape, self.compute))
+                let (t, d) = kernel(op, &ins, &shape, self.compute);
+                digest = (digest ^ d).wrapping_mul(0x100_0000_01b3);
+                Rc::new(t)
             };
             live[op.output] = Some(out);
             for &t in &self.frees[i] {
                 live[t] = None;
             }
         }
-        g.outputs
+        let outputs: Vec<Rc<Tensor>> = g
+            .outputs
             .iter()
             .map(|&t| live[t].take().expect("output is live"))
-            .collect()
+            .collect();
+        for &t in &g.inputs {
+            live[t] = None;
+        }
+        let leftover = live.iter().filter(|t| t.is_some()).count();
+        (outputs, leftover, digest)
     }
 }
 
@@ -192,8 +219,8 @@ impl<'a> Cursor<'a> {
 }
 
 /// One op's kernel: builds its index vectors and temporaries, reads its inputs, writes its
-/// output. Values stay in [0, 1].
-fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute) -> Tensor {
+/// output. Values stay in [0, 1]. Also returns a digest of what it read and wrote.
+fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute) -> (Tensor, u64) {
     let n: usize = shape.iter().product();
     let step = c.step;
     // Index vectors (kernel dims, permutation, per-matrix offsets).
@@ -266,7 +293,14 @@ fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute) -> Tensor {
             v
         })
     };
-    Tensor::new(data, shape)
+    let last = n.saturating_sub(1) / step * step;
+    let digest = (base.to_bits() as u64) << 32
+        ^ if n > 0 {
+            (data.at(0).to_bits() as u64) ^ (data.at(last).to_bits() as u64) << 16
+        } else {
+            0
+        };
+    (Tensor::new(data, shape), digest)
 }
 
 /// `out[k] = a * src[(start + k) mod len] + b`, in contiguous runs.

@@ -271,11 +271,11 @@ impl<'w> Runner<'w> {
         match self {
             Runner::Graph(r, w) => {
                 let div = w.divergence(pass);
-                let out = {
+                let (out, digest) = {
                     let _pass = key.map(memo_alloc::pass);
-                    r.run(scopes, div)
+                    r.run_digest(scopes, div)
                 };
-                checksum(&out)
+                checksum(&out) ^ digest
             }
             Runner::Trace(t) => {
                 let (out, sum) = {
@@ -289,5 +289,135 @@ impl<'w> Runner<'w> {
                 c
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    /// Small instances of every architecture.
+    fn small() -> Vec<Spec> {
+        Net::ALL
+            .into_iter()
+            .map(|net| {
+                let size = match net {
+                    Net::Bert => 16,
+                    Net::Gpt2 => 8,
+                    _ => 32,
+                };
+                Spec::Net {
+                    net,
+                    batch: 2,
+                    size,
+                    variant: Variant::Scoped,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn specs_round_trip() {
+        for s in [
+            "resnet50:b4:s128",
+            "bert:b1:s64+noscope",
+            "gpt2:b2:s32+divergent",
+        ] {
+            assert_eq!(Spec::parse(s).unwrap().name(), s);
+        }
+        assert_eq!(Spec::parse("resnet50").unwrap().name(), "resnet50:b1:s224");
+        assert!(Spec::parse("vgg16").is_err());
+        assert!(Spec::parse("resnet50:x3").is_err());
+        assert!(!Spec::parse("bert+noscope").unwrap().scopes());
+    }
+
+    #[test]
+    fn every_intermediate_tensor_is_freed_once_after_its_last_use() {
+        for spec in small() {
+            let Workload::Graph { graph, .. } = spec.build().unwrap() else {
+                unreachable!()
+            };
+            let frees = graph.frees_after();
+            let mut freed = vec![0; graph.shapes.len()];
+            for (i, f) in frees.iter().enumerate() {
+                for &t in f {
+                    freed[t] += 1;
+                    // No later op reads a freed tensor.
+                    assert!(graph.ops[i + 1..].iter().all(|o| !o.inputs.contains(&t)));
+                }
+            }
+            for (t, &n) in freed.iter().enumerate() {
+                let kept = graph.inputs.contains(&t) || graph.outputs.contains(&t);
+                assert_eq!(n, usize::from(!kept), "{}: tensor {t}", spec.name());
+            }
+        }
+    }
+
+    #[test]
+    fn passes_are_deterministic_and_leave_only_outputs() {
+        for compute in [0.0, 1.0, 3.0] {
+            for spec in small() {
+                let w = spec.build().unwrap();
+                let Workload::Graph { graph, .. } = &w else {
+                    unreachable!()
+                };
+                let r = GraphRunner::new(graph, Compute::from_scale(compute));
+                let (a, left_a) = r.run_counted(true, Divergence::default());
+                let (b, left_b) = r.run_counted(false, Divergence::default());
+                assert_eq!((left_a, left_b), (0, 0), "{}", spec.name());
+                assert_eq!(a.len(), graph.outputs.len());
+                // The interpreter holds no reference to the outputs any more.
+                assert!(a.iter().all(|t| Rc::strong_count(t) == 1));
+                assert_eq!(checksum(&a), checksum(&b), "{}", spec.name());
+                // A fresh runner (another thread) computes the same.
+                let r2 = Runner::new(&w, Compute::from_scale(compute));
+                assert_eq!(
+                    r2.run(0, None, true),
+                    Runner::new(&w, Compute::from_scale(compute)).run(0, None, false)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn divergent_passes_differ_and_repeat() {
+        let spec = Spec::parse("resnet50:b1:s32+divergent").unwrap();
+        let w = spec.build().unwrap();
+        assert_eq!(w.divergence(0), Divergence::default());
+        let d = w.divergence(3);
+        assert!(d.skip.is_some() && d.grow.is_some());
+        assert_eq!(d, w.divergence(3));
+        let r = Runner::new(&w, Compute::from_scale(1.0));
+        let (c0, c3) = (r.run(0, None, true), r.run(3, None, true));
+        assert_ne!(c0, c3);
+        assert_eq!(c3, r.run(3, None, true));
+        assert_eq!(c0, r.run(4, None, true));
+        if let Workload::Graph { graph, .. } = &w {
+            let (_, left) = GraphRunner::new(graph, Compute::from_scale(1.0)).run_counted(true, d);
+            assert_eq!(left, 0);
+        }
+    }
+
+    #[test]
+    fn allocation_profiles_span_real_networks() {
+        // Table 3.1 of the thesis: hundreds to tens of thousands of allocations, MBs to
+        // hundreds of MBs per pass.
+        let mut counts = Vec::new();
+        for s in [
+            "mobilenet_v1:b1:s224",
+            "inception_v3:b8:s224",
+            "bert:b8:s128",
+        ] {
+            let (n, bytes) = Spec::parse(s)
+                .unwrap()
+                .build()
+                .unwrap()
+                .allocation_profile();
+            assert!(bytes > 1 << 20, "{s}: {bytes}");
+            counts.push(n);
+        }
+        assert!(counts.iter().any(|&n| n < 1000), "{counts:?}");
+        assert!(counts.iter().any(|&n| n > 3000), "{counts:?}");
     }
 }
