@@ -108,20 +108,16 @@ impl<'g> GraphRunner<'g> {
     }
 
     /// Runs one pass: every op in order (inside `memo_alloc::op(name)` when `scopes`),
-    /// freeing each tensor after its last use. Returns the escaping outputs.
-    pub fn run(&self, scopes: bool, div: Divergence) -> Vec<Rc<Tensor>> {
-        self.run_counted(scopes, div).0
-    }
-
-    /// [`GraphRunner::run`], also returning a digest of every op's output and of what each
+    /// freeing each tensor after its last use. Returns the escaping outputs and a digest of every op's output and of what each
     /// kernel read (so the checksum covers the whole pass, not only its outputs).
     pub fn run_digest(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, u64) {
         let (out, _, digest) = self.run_full(scopes, div);
         (out, digest)
     }
 
-    /// [`GraphRunner::run`], also returning how many tensors other than inputs and
+    /// [`GraphRunner::run_digest`], also returning how many tensors other than inputs and
     /// outputs were still live when the last op finished (0 unless a free is missing).
+    #[cfg(test)]
     pub fn run_counted(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize) {
         let (out, left, _) = self.run_full(scopes, div);
         (out, left)
