@@ -100,6 +100,11 @@ pub const DEFAULT_WORKLOADS: &[&str] = &[
     "gpt2:b1:s256",
 ];
 
+/// The default run's compute sweep: workload and compute scales (at 2 threads).
+pub const SWEEP_WORKLOAD: &str = "resnet50:b1:s128";
+/// Compute scales of the sweep (1 is in the main matrix).
+pub const SWEEP_COMPUTE: [f64; 2] = [0.0, 8.0];
+
 /// `--quick`'s workloads.
 pub const QUICK_WORKLOADS: &[&str] = &["mobilenet_v2:b1:s128", "resnet50:b1:s96", "bert:b1:s64"];
 
@@ -167,7 +172,7 @@ fn schedule(args: &Args) -> Result<Schedule, String> {
     } else {
         vec![1, 2, 4, 8]
     };
-    let passes = args.passes.unwrap_or(if args.quick { 12 } else { 24 });
+    let passes = args.passes.unwrap_or(if args.quick { 12 } else { 20 });
     let warmup = args.warmup.unwrap_or(3).max(1);
     let computes = if args.compute.is_empty() {
         vec![1.0]
@@ -175,6 +180,9 @@ fn schedule(args: &Args) -> Result<Schedule, String> {
         args.compute.clone()
     };
     let mut groups = Vec::new();
+    // The default run adds a compute sweep on one workload at 2 threads: from
+    // allocation-bound (0) to compute-bound (8).
+    let sweep = !args.quick && args.workloads.is_empty() && args.compute.is_empty();
     for w in workloads(args)? {
         for &c in &computes {
             for &t in &threads {
@@ -191,10 +199,21 @@ fn schedule(args: &Args) -> Result<Schedule, String> {
             }
         }
     }
+    if sweep {
+        for c in SWEEP_COMPUTE {
+            groups.push(Group {
+                workload: SWEEP_WORKLOAD.to_string(),
+                threads: 2,
+                compute: c,
+                warmup,
+                passes,
+            });
+        }
+    }
     Ok(Schedule {
         groups,
         allocators,
-        reps: args.reps.unwrap_or(if args.quick { 1 } else { 2 }).max(1),
+        reps: args.reps.unwrap_or(1).max(1),
         trace_dir: (!args.no_report).then(|| args.report_dir.join("traces")),
         progress: !args.no_progress,
     })

@@ -381,6 +381,24 @@ mod tests {
     }
 
     #[test]
+    fn memo_passes_and_scopes_are_harmless_under_another_global_allocator() {
+        // The unit-test binary runs on glibc (no MEMO_BENCH_ALLOCATOR): memo-alloc's pass
+        // and op guards then record nothing and change nothing.
+        let spec = Spec::parse("mobilenet_v2:b1:s32").unwrap();
+        let w = spec.build().unwrap();
+        let r = Runner::new(&w, Compute::from_scale(1.0));
+        let plain = r.run(0, None, false);
+        for p in 0..3 {
+            assert_eq!(r.run(p, Some(spec.key()), true), plain);
+        }
+        let rep = memo_alloc::report(&spec.name()).expect("the key was seen");
+        assert_eq!(
+            rep.allocations, 0,
+            "nothing is recorded through another allocator"
+        );
+    }
+
+    #[test]
     fn divergent_passes_differ_and_repeat() {
         let spec = Spec::parse("resnet50:b1:s32+divergent").unwrap();
         let w = spec.build().unwrap();
