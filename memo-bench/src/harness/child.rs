@@ -1,0 +1,137 @@
+//! A child process: runs one cell (warm-up, then measured passes on every thread) under the
+//! process's global allocator and prints its [`CellResult`] as one JSON line.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use memo_alloc::MissReason;
+
+use super::{sys, CellResult, CellSpec, MemoCounters};
+use crate::alloc::{self, Allocator};
+use crate::engine::Compute;
+use crate::workloads::{Runner, Spec};
+
+/// Per-thread outcome.
+struct ThreadResult {
+    samples: Vec<u64>,
+    checksum: u64,
+}
+
+/// Runs the cell; errors when the spec is invalid or names another allocator than the
+/// process's.
+pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
+    let me = alloc::selected();
+    if Allocator::parse(&spec.allocator) != Some(me) {
+        return Err(format!(
+            "cell wants allocator {:?} but this process runs on {:?} (set {}={})",
+            spec.allocator,
+            me.name(),
+            alloc::ALLOCATOR_ENV,
+            spec.allocator
+        ));
+    }
+    let wspec = Spec::parse(&spec.workload)?;
+    let workload = wspec.build()?;
+    let key = me.is_memo().then(|| wspec.key());
+    let scopes = me.is_memo() && wspec.scopes();
+    let compute = Compute::from_scale(spec.compute);
+    let threads = spec.threads.max(1);
+    let barrier = Barrier::new(threads + 1);
+    let end = Barrier::new(threads + 1);
+    let (warmup, passes) = (spec.warmup, spec.passes);
+
+    let mut before = (sys::usage(), memo_alloc::stats());
+    let mut elapsed = 0.0;
+    let results: Vec<ThreadResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (workload, barrier, end) = (&workload, &barrier, &end);
+                s.spawn(move || {
+                    let runner = Runner::new(workload, compute);
+                    let mut checksum = 0xcbf2_9ce4_8422_2325u64;
+                    let mut samples = Vec::with_capacity(passes as usize);
+                    for p in 0..warmup {
+                        let c = runner.run(p, key, scopes);
+                        checksum = mix(checksum, p, c);
+                    }
+                    barrier.wait();
+                    for p in warmup..warmup + passes {
+                        let t = Instant::now();
+                        let c = runner.run(p, key, scopes);
+                        samples.push(t.elapsed().as_nanos() as u64);
+                        checksum = mix(checksum, p, c);
+                    }
+                    end.wait();
+                    drop(runner);
+                    ThreadResult { samples, checksum }
+                })
+            })
+            .collect();
+        barrier.wait();
+        before = (sys::usage(), memo_alloc::stats());
+        let t0 = Instant::now();
+        end.wait();
+        elapsed = t0.elapsed().as_secs_f64();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let after = (sys::usage(), memo_alloc::stats());
+
+    let checksum = results[0].checksum;
+    let consistent = results.iter().all(|r| r.checksum == checksum);
+    let (allocations_per_pass, bytes_per_pass) = workload.allocation_profile();
+    let memo = me.is_memo().then(|| {
+        let (s0, s1) = (&before.1, &after.1);
+        let replay = s1.replay_allocations - s0.replay_allocations;
+        let hits = s1.slab_hits - s0.slab_hits;
+        let mut misses = std::collections::BTreeMap::new();
+        for r in MissReason::ALL {
+            let m = s1.misses_for(r) - s0.misses_for(r);
+            if m > 0 {
+                misses.insert(r.name().to_string(), m);
+            }
+        }
+        let rep = memo_alloc::report(wspec.key()).unwrap_or_default();
+        MemoCounters {
+            slab_share: if replay == 0 {
+                0.0
+            } else {
+                hits as f64 / replay as f64
+            },
+            replay_allocations: replay,
+            slab_hits: hits,
+            misses_by_reason: misses,
+            passes_profiled: s1.passes_profiled,
+            passes_replayed: s1.passes_replayed,
+            passes_backend: s1.passes_backend,
+            slab_resident_bytes: s1.slab_resident_bytes,
+            profiled_allocations: rep.allocations,
+            plan_height: rep.height,
+            plan_lower_bound: rep.lower_bound,
+            plan_millis: rep.plan_millis,
+        }
+    });
+    Ok(CellResult {
+        spec: spec.clone(),
+        samples_ns: results
+            .iter()
+            .flat_map(|r| r.samples.iter().copied())
+            .collect(),
+        elapsed_s: elapsed,
+        checksum: format!("{checksum:016x}"),
+        checksum_consistent: consistent,
+        peak_rss_bytes: after.0.max_rss_bytes,
+        minflt: after.0.minflt - before.0.minflt,
+        majflt: after.0.majflt - before.0.majflt,
+        allocations_per_pass,
+        bytes_per_pass,
+        memo,
+        jemalloc_oversize_threshold: alloc::jemalloc_oversize_threshold(),
+    })
+}
+
+fn mix(h: u64, pass: u64, c: u64) -> u64 {
+    (h ^ pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ c).wrapping_mul(0x100_0000_01b3)
+}

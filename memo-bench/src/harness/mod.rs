@@ -1,0 +1,97 @@
+//! The harness: a parent process that plans and schedules cells, and child processes that
+//! each run one cell under one global allocator and report it as JSON on stdout.
+
+pub mod child;
+pub mod parent;
+pub mod sys;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alloc::Allocator;
+
+/// jemalloc's configuration for the thesis's tuned setting (oversize threshold 1 MiB: only
+/// requests above 1 MiB go to the oversize arena, without thread cache).
+pub const JEMALLOC_TUNED_CONF: &str = "oversize_threshold:1048576";
+
+/// Environment a child of `allocator` needs besides [`crate::alloc::ALLOCATOR_ENV`]:
+/// `_RJEM_MALLOC_CONF` (tikv-jemallocator's prefixed `MALLOC_CONF`) for `jemalloc-tuned`.
+pub fn jemalloc_conf(allocator: Allocator) -> Option<(&'static str, &'static str)> {
+    (allocator == Allocator::JemallocTuned).then_some(("_RJEM_MALLOC_CONF", JEMALLOC_TUNED_CONF))
+}
+
+/// What one child runs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CellSpec {
+    /// Workload spec (see [`crate::workloads::Spec::parse`]).
+    pub workload: String,
+    /// Allocator name (must match the child's global allocator).
+    pub allocator: String,
+    /// Threads running passes concurrently.
+    pub threads: usize,
+    /// Warm-up passes per thread (not measured).
+    pub warmup: u64,
+    /// Measured passes per thread.
+    pub passes: u64,
+    /// Compute per byte (see [`crate::engine::Compute`]).
+    pub compute: f64,
+}
+
+/// memomalloc's counters over the measured passes of a cell.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemoCounters {
+    /// Share of the measured passes' allocations served from slabs.
+    pub slab_share: f64,
+    /// Allocations made inside measured replayed passes.
+    pub replay_allocations: u64,
+    /// Of which served from slabs.
+    pub slab_hits: u64,
+    /// Misses by reason (only reasons that occurred).
+    pub misses_by_reason: BTreeMap<String, u64>,
+    /// Passes profiled, replayed and run on the backend over the whole cell.
+    pub passes_profiled: u64,
+    /// Passes replayed over the whole cell.
+    pub passes_replayed: u64,
+    /// Passes on the backend over the whole cell.
+    pub passes_backend: u64,
+    /// Slab memory that can be resident at the end (bytes).
+    pub slab_resident_bytes: u64,
+    /// Allocations of the profiled pass.
+    pub profiled_allocations: u64,
+    /// Slab height of the plan (bytes).
+    pub plan_height: u64,
+    /// Lower bound of the plan (peak live planned bytes).
+    pub plan_lower_bound: u64,
+    /// Planning time (ms).
+    pub plan_millis: f64,
+}
+
+/// What one child reports.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CellResult {
+    /// The cell.
+    pub spec: CellSpec,
+    /// Latency of every measured pass, in nanoseconds.
+    pub samples_ns: Vec<u64>,
+    /// Wall time of the measured phase (all threads), seconds.
+    pub elapsed_s: f64,
+    /// Checksum of the pass results (hex), identical on every thread.
+    pub checksum: String,
+    /// Whether every thread computed the same results.
+    pub checksum_consistent: bool,
+    /// Peak resident set of the process (bytes, from `getrusage`).
+    pub peak_rss_bytes: u64,
+    /// Minor page faults during the measured phase.
+    pub minflt: u64,
+    /// Major page faults during the measured phase.
+    pub majflt: u64,
+    /// Allocations per pass (from the workload model).
+    pub allocations_per_pass: u64,
+    /// Bytes allocated per pass (from the workload model).
+    pub bytes_per_pass: u64,
+    /// memomalloc counters (memo cells only).
+    pub memo: Option<MemoCounters>,
+    /// jemalloc's `opt.oversize_threshold` as read inside the child (jemalloc cells only).
+    pub jemalloc_oversize_threshold: Option<u64>,
+}

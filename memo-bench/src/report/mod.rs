@@ -1,0 +1,232 @@
+//! Aggregation of the children's results into cells, and the outputs: the table, the JSON
+//! document, SVG ratio plots and heap maps.
+
+pub mod heapmaps;
+pub mod svg;
+pub mod table;
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::alloc::Allocator;
+use crate::harness::parent::{Group, Run};
+
+/// One (workload, allocator, threads, compute) cell over all its repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// Workload name.
+    pub workload: String,
+    /// Allocator name.
+    pub allocator: String,
+    /// Threads.
+    pub threads: usize,
+    /// Compute per byte.
+    pub compute: f64,
+    /// Measured passes (all threads, all repetitions).
+    pub passes: u64,
+    /// Pass latency percentiles and maximum, microseconds.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// Measured passes per second of wall time (all threads).
+    pub passes_per_sec: f64,
+    /// Peak RSS over the repetitions, bytes.
+    pub peak_rss_bytes: u64,
+    /// Minor page faults per measured pass.
+    pub minflt_per_pass: f64,
+    /// Major page faults in the measured phases.
+    pub majflt: u64,
+    /// Share of allocations served from slabs (memo cells), else null.
+    pub slab_share: Option<f64>,
+    /// Misses by reason (memo cells), else null.
+    pub misses_by_reason: Option<BTreeMap<String, u64>>,
+    /// Slab height of the plan, bytes (memo cells).
+    pub plan_height: Option<u64>,
+    /// Allocations of the profiled pass (memo cells).
+    pub profiled_allocations: Option<u64>,
+    /// Allocations per pass (model).
+    pub allocations_per_pass: u64,
+    /// Bytes allocated per pass (model).
+    pub bytes_per_pass: u64,
+    /// Checksum of the results.
+    pub checksum: String,
+    /// p50 of this cell over memo's p50 in the same group (>1: memo is faster).
+    pub p50_vs_memo: Option<f64>,
+    /// p99 over memo's p99.
+    pub p99_vs_memo: Option<f64>,
+    /// jemalloc's `opt.oversize_threshold` read in the child.
+    pub jemalloc_oversize_threshold: Option<u64>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Every cell, grouped by (workload, threads, compute), allocators in schedule order.
+    pub cells: Vec<Cell>,
+    /// Whether every allocator computed the same checksums in every group.
+    pub checksums_agree: bool,
+    /// Groups whose checksums disagree (workload, threads).
+    pub checksum_mismatches: Vec<String>,
+    /// Whether jemalloc-tuned ran with oversize_threshold 1 MiB and jemalloc without.
+    pub jemalloc_tuned_verified: Option<bool>,
+    /// Logical CPUs of the machine.
+    pub cpus: usize,
+    /// 1-minute load average at the end of the run.
+    pub load_average: Option<f64>,
+    /// Wall time of the run, seconds.
+    pub wall_s: f64,
+}
+
+fn histogram(samples: impl Iterator<Item = u64>) -> Histogram<u64> {
+    let mut h =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
+    for s in samples {
+        h.saturating_record(s.max(1));
+    }
+    h
+}
+
+/// Merges the runs of each (group, allocator) into a cell and computes the ratios.
+pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Report {
+    let mut cells = Vec::new();
+    let mut mismatches = Vec::new();
+    let mut tuned_ok: Option<bool> = None;
+    for (gi, g) in groups.iter().enumerate() {
+        let first = cells.len();
+        for &a in allocators {
+            let rs: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.group == gi && r.result.spec.allocator == a.name())
+                .collect();
+            if rs.is_empty() {
+                continue;
+            }
+            let h = histogram(rs.iter().flat_map(|r| r.result.samples_ns.iter().copied()));
+            let passes: u64 = rs.iter().map(|r| r.result.samples_ns.len() as u64).sum();
+            let elapsed: f64 = rs.iter().map(|r| r.result.elapsed_s).sum();
+            let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+            let memo = rs.iter().filter_map(|r| r.result.memo.as_ref());
+            let (mut replay, mut hits) = (0u64, 0u64);
+            let mut misses: BTreeMap<String, u64> = BTreeMap::new();
+            let mut plan_height = None;
+            let mut profiled = None;
+            for m in memo {
+                replay += m.replay_allocations;
+                hits += m.slab_hits;
+                for (k, v) in &m.misses_by_reason {
+                    *misses.entry(k.clone()).or_default() += v;
+                }
+                plan_height = Some(m.plan_height);
+                profiled = Some(m.profiled_allocations);
+            }
+            let r0 = &rs[0].result;
+            let checksum = r0.checksum.clone();
+            if rs
+                .iter()
+                .any(|r| r.result.checksum != checksum || !r.result.checksum_consistent)
+            {
+                mismatches.push(format!(
+                    "{} x{} {} (repetitions)",
+                    g.workload,
+                    g.threads,
+                    a.name()
+                ));
+            }
+            let threshold = r0.jemalloc_oversize_threshold;
+            match a {
+                Allocator::JemallocTuned => {
+                    let ok = threshold == Some(1 << 20);
+                    tuned_ok = Some(tuned_ok.unwrap_or(true) && ok);
+                }
+                Allocator::Jemalloc => {
+                    let ok = threshold.is_some() && threshold != Some(1 << 20);
+                    tuned_ok = Some(tuned_ok.unwrap_or(true) && ok);
+                }
+                _ => {}
+            }
+            cells.push(Cell {
+                workload: g.workload.clone(),
+                allocator: a.name().to_string(),
+                threads: g.threads,
+                compute: g.compute,
+                passes,
+                p50_us: us(0.5),
+                p90_us: us(0.9),
+                p99_us: us(0.99),
+                max_us: h.max() as f64 / 1e3,
+                passes_per_sec: if elapsed > 0.0 {
+                    passes as f64 / elapsed
+                } else {
+                    0.0
+                },
+                peak_rss_bytes: rs
+                    .iter()
+                    .map(|r| r.result.peak_rss_bytes)
+                    .max()
+                    .unwrap_or(0),
+                minflt_per_pass: rs.iter().map(|r| r.result.minflt).sum::<u64>() as f64
+                    / passes.max(1) as f64,
+                majflt: rs.iter().map(|r| r.result.majflt).sum(),
+                slab_share: a.is_memo().then(|| {
+                    if replay == 0 {
+                        0.0
+                    } else {
+                        hits as f64 / replay as f64
+                    }
+                }),
+                misses_by_reason: a.is_memo().then_some(misses),
+                plan_height,
+                profiled_allocations: profiled,
+                allocations_per_pass: r0.allocations_per_pass,
+                bytes_per_pass: r0.bytes_per_pass,
+                checksum,
+                p50_vs_memo: None,
+                p99_vs_memo: None,
+                jemalloc_oversize_threshold: threshold,
+            });
+        }
+        let group = &mut cells[first..];
+        if let Some(c) = group.iter().find(|c| c.checksum != group[0].checksum) {
+            mismatches.push(format!(
+                "{} x{}: {} {} vs {} {}",
+                g.workload,
+                g.threads,
+                group[0].allocator,
+                group[0].checksum,
+                c.allocator,
+                c.checksum
+            ));
+        }
+        if let Some(m) = group.iter().find(|c| c.allocator == "memo").cloned() {
+            for c in group.iter_mut() {
+                c.p50_vs_memo = Some(c.p50_us / m.p50_us.max(1e-9));
+                c.p99_vs_memo = Some(c.p99_us / m.p99_us.max(1e-9));
+            }
+        }
+    }
+    Report {
+        cells,
+        checksums_agree: mismatches.is_empty(),
+        checksum_mismatches: mismatches,
+        jemalloc_tuned_verified: tuned_ok,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_average: load_average(),
+        wall_s: 0.0,
+    }
+}
+
+/// The 1-minute load average from `/proc/loadavg`.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

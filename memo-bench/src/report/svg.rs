@@ -1,0 +1,156 @@
+//! Hand-written SVG line plots: latency ratio of each allocator over memomalloc against
+//! threads, one plot per workload (like Figure 4.1 of the MemoMalloc thesis).
+
+use std::fmt::Write;
+
+use super::Cell;
+
+const COLORS: [(&str, &str); 6] = [
+    ("glibc", "#d62728"),
+    ("jemalloc", "#1f77b4"),
+    ("jemalloc-tuned", "#17becf"),
+    ("mimalloc", "#2ca02c"),
+    ("memo", "#000000"),
+    ("memo-jemalloc", "#9467bd"),
+];
+
+fn color(name: &str) -> &'static str {
+    COLORS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("#7f7f7f", |(_, c)| c)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A plot of `p50(allocator) / p50(memo)` (solid) and the p99 ratio (dashed) against
+/// threads for the cells of one workload. `cpus` marks where threads oversubscribe.
+pub fn ratio_plot(workload: &str, cells: &[&Cell], cpus: usize) -> String {
+    let (w, h) = (640.0, 400.0);
+    let (ml, mr, mt, mb) = (60.0, 150.0, 40.0, 50.0);
+    let mut threads: Vec<usize> = cells.iter().map(|c| c.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let ratios = cells
+        .iter()
+        .flat_map(|c| [c.p50_vs_memo, c.p99_vs_memo])
+        .flatten();
+    let ymax = ratios.fold(1.5f64, f64::max).min(20.0) * 1.1;
+    let ymin = 0.0;
+    let x = |t: usize| {
+        let i = threads.iter().position(|&v| v == t).unwrap_or(0) as f64;
+        let n = (threads.len().max(2) - 1) as f64;
+        ml + (w - ml - mr) * i / n
+    };
+    let y = |v: f64| mt + (h - mt - mb) * (1.0 - (v.min(ymax) - ymin) / (ymax - ymin));
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}: pass latency / memomalloc's (p50 solid, p99 dashed)</text>"#,
+        w / 2.0,
+        esc(workload)
+    );
+    // Axes and grid.
+    let steps = 5;
+    for i in 0..=steps {
+        let v = ymin + (ymax - ymin) * i as f64 / steps as f64;
+        let _ = write!(
+            s,
+            r##"<line x1="{ml}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{v:.2}</text>"##,
+            w - mr,
+            ml - 6.0,
+            y(v) + 4.0,
+            y0 = y(v)
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<line x1="{ml}" x2="{}" y1="{y1:.1}" y2="{y1:.1}" stroke="#000" stroke-dasharray="2,2"/>"##,
+        w - mr,
+        y1 = y(1.0)
+    );
+    for &t in &threads {
+        let over = if t > cpus { "*" } else { "" };
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{t}{over}</text>"#,
+            x(t),
+            h - mb + 18.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{}" text-anchor="middle">threads (* = more than the {cpus} CPUs)</text>"#,
+        ml + (w - ml - mr) / 2.0,
+        h - 10.0
+    );
+    let _ = write!(
+        s,
+        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">ratio (&gt;1: memomalloc faster)</text>"#,
+        h / 2.0,
+        h / 2.0
+    );
+    // Series.
+    let mut names: Vec<&str> = Vec::new();
+    for c in cells {
+        if !names.contains(&c.allocator.as_str()) {
+            names.push(&c.allocator);
+        }
+    }
+    for (li, name) in names.iter().enumerate() {
+        let col = color(name);
+        let mut series: Vec<&&Cell> = cells.iter().filter(|c| c.allocator == *name).collect();
+        series.sort_by_key(|c| c.threads);
+        for (dash, get) in [
+            ("", (|c: &Cell| c.p50_vs_memo) as fn(&Cell) -> Option<f64>),
+            ("6,4", |c: &Cell| c.p99_vs_memo),
+        ] {
+            let pts: Vec<String> = series
+                .iter()
+                .filter_map(|c| get(c).map(|v| format!("{:.1},{:.1}", x(c.threads), y(v))))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let _ = write!(
+                s,
+                r#"<polyline fill="none" stroke="{col}" stroke-width="2" stroke-dasharray="{dash}" points="{}"/>"#,
+                pts.join(" ")
+            );
+            if dash.is_empty() {
+                for c in &series {
+                    if let Some(v) = get(c) {
+                        let _ = write!(
+                            s,
+                            r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{col}"><title>{name} x{}: {v:.2}</title></circle>"#,
+                            x(c.threads),
+                            y(v),
+                            c.threads
+                        );
+                    }
+                }
+            }
+        }
+        let ly = mt + 18.0 * li as f64;
+        let lx = w - mr + 10.0;
+        let _ = write!(
+            s,
+            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{col}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            lx + 20.0,
+            lx + 26.0,
+            ly + 4.0,
+            esc(name),
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

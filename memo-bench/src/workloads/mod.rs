@@ -1,0 +1,441 @@
+//! The built-in workloads: DNN-shaped passes of real architectures at a batch size and an
+//! input size, in three variants, plus workloads read from memo-alloc traces.
+
+pub mod builder;
+pub mod graph;
+pub mod nets;
+
+use std::path::PathBuf;
+
+use crate::engine::trace::TraceProgram;
+use crate::engine::{checksum, Compute, Divergence, GraphRunner};
+use graph::{Graph, OpKind};
+
+/// An architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Net {
+    /// MobileNet v1 (size: image side).
+    MobileNetV1,
+    /// MobileNet v2 (size: image side).
+    MobileNetV2,
+    /// ResNet-50 (size: image side).
+    ResNet50,
+    /// Inception v3 (size: image side).
+    InceptionV3,
+    /// BERT-base encoder (size: sequence length).
+    Bert,
+    /// GPT-2-small decoding step (size: tokens in the KV cache).
+    Gpt2,
+}
+
+impl Net {
+    /// Every architecture.
+    pub const ALL: [Net; 6] = [
+        Net::MobileNetV1,
+        Net::MobileNetV2,
+        Net::ResNet50,
+        Net::InceptionV3,
+        Net::Bert,
+        Net::Gpt2,
+    ];
+
+    /// Name used in workload specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Net::MobileNetV1 => "mobilenet_v1",
+            Net::MobileNetV2 => "mobilenet_v2",
+            Net::ResNet50 => "resnet50",
+            Net::InceptionV3 => "inception_v3",
+            Net::Bert => "bert",
+            Net::Gpt2 => "gpt2",
+        }
+    }
+
+    /// Builds the graph of one pass.
+    pub fn graph(self, batch: usize, size: usize) -> Graph {
+        match self {
+            Net::MobileNetV1 => nets::mobilenet_v1(batch, size),
+            Net::MobileNetV2 => nets::mobilenet_v2(batch, size),
+            Net::ResNet50 => nets::resnet50(batch, size),
+            Net::InceptionV3 => nets::inception_v3(batch, size),
+            Net::Bert => nets::bert_base(batch, size),
+            Net::Gpt2 => nets::gpt2_decode(batch, size),
+        }
+    }
+}
+
+/// How passes use memo-alloc's API and whether they diverge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Op scopes around every op (as a user would write them).
+    Scoped,
+    /// No op scopes: allocations are matched by their order in the pass.
+    NoScopes,
+    /// Op scopes, and every fourth pass skips an elementwise op and grows one output.
+    Divergent,
+}
+
+impl Variant {
+    /// Suffix in workload names (`""`, `"+noscope"`, `"+divergent"`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Scoped => "",
+            Variant::NoScopes => "+noscope",
+            Variant::Divergent => "+divergent",
+        }
+    }
+}
+
+/// A workload: what a cell runs on each thread, pass after pass.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Spec {
+    /// A built-in architecture.
+    Net {
+        /// The architecture.
+        net: Net,
+        /// Batch size.
+        batch: usize,
+        /// Image side, sequence length or cached tokens.
+        size: usize,
+        /// Variant.
+        variant: Variant,
+    },
+    /// A trace recorded by memo-alloc.
+    Trace(PathBuf),
+}
+
+impl Spec {
+    /// Parses `net:bN:sM[+noscope|+divergent]` (e.g. `resnet50:b1:s128`) or `trace:<path>`.
+    pub fn parse(s: &str) -> Result<Spec, String> {
+        if let Some(path) = s.strip_prefix("trace:") {
+            return Ok(Spec::Trace(PathBuf::from(path)));
+        }
+        let (base, variant) = if let Some(b) = s.strip_suffix("+noscope") {
+            (b, Variant::NoScopes)
+        } else if let Some(b) = s.strip_suffix("+divergent") {
+            (b, Variant::Divergent)
+        } else {
+            (s, Variant::Scoped)
+        };
+        let mut parts = base.split(':');
+        let name = parts.next().unwrap_or_default();
+        let net = Net::ALL
+            .into_iter()
+            .find(|n| n.name() == name)
+            .ok_or_else(|| format!("unknown workload {name:?} in {s:?}"))?;
+        let mut batch = 1;
+        let mut size = default_size(net);
+        for p in parts {
+            let (k, v) = p.split_at(1.min(p.len()));
+            let v: usize = v
+                .parse()
+                .map_err(|_| format!("bad {p:?} in workload {s:?} (want bN or sN)"))?;
+            match k {
+                "b" if v > 0 => batch = v,
+                "s" if v > 0 => size = v,
+                _ => return Err(format!("bad {p:?} in workload {s:?} (want bN or sN)")),
+            }
+        }
+        Ok(Spec::Net {
+            net,
+            batch,
+            size,
+            variant,
+        })
+    }
+
+    /// The canonical name (what [`Spec::parse`] reads back).
+    pub fn name(&self) -> String {
+        match self {
+            Spec::Net {
+                net,
+                batch,
+                size,
+                variant,
+            } => format!("{}:b{batch}:s{size}{}", net.name(), variant.suffix()),
+            Spec::Trace(p) => format!("trace:{}", p.display()),
+        }
+    }
+
+    /// The pass key memo-alloc sees (leaked once per process: keys are `&'static str`).
+    pub fn key(&self) -> &'static str {
+        Box::leak(self.name().into_boxed_str())
+    }
+
+    /// Whether the passes use op scopes.
+    pub fn scopes(&self) -> bool {
+        !matches!(
+            self,
+            Spec::Net {
+                variant: Variant::NoScopes,
+                ..
+            }
+        )
+    }
+
+    /// Builds the workload.
+    pub fn build(&self) -> Result<Workload, String> {
+        match self {
+            Spec::Net {
+                net,
+                batch,
+                size,
+                variant,
+            } => Ok(Workload::Graph {
+                graph: net.graph(*batch, *size),
+                divergent: *variant == Variant::Divergent,
+            }),
+            Spec::Trace(p) => {
+                let trace = memo_alloc::files::read_trace(p)?;
+                Ok(Workload::Trace(TraceProgram::new(&trace)?))
+            }
+        }
+    }
+}
+
+/// Default size per architecture.
+pub fn default_size(net: Net) -> usize {
+    match net {
+        Net::Bert => 128,
+        Net::Gpt2 => 256,
+        _ => 224,
+    }
+}
+
+/// A built workload.
+pub enum Workload {
+    /// A built-in architecture's graph.
+    Graph {
+        /// The pass.
+        graph: Graph,
+        /// Every fourth pass diverges.
+        divergent: bool,
+    },
+    /// A recorded trace.
+    Trace(TraceProgram),
+}
+
+impl Workload {
+    /// Allocations and bytes of one pass.
+    pub fn allocation_profile(&self) -> (u64, u64) {
+        match self {
+            Workload::Graph { graph, .. } => graph.allocation_profile(),
+            Workload::Trace(t) => (t.buffers as u64, t.bytes),
+        }
+    }
+
+    /// The divergence of pass number `pass` (none unless the workload is divergent).
+    pub fn divergence(&self, pass: u64) -> Divergence {
+        let Workload::Graph {
+            graph,
+            divergent: true,
+        } = self
+        else {
+            return Divergence::default();
+        };
+        if pass % 4 != 3 {
+            return Divergence::default();
+        }
+        let unary: Vec<usize> = (0..graph.ops.len())
+            .filter(|&i| graph.ops[i].kind == OpKind::Unary && graph.ops[i].inputs.len() == 1)
+            .collect();
+        let k = (pass / 4) as usize;
+        Divergence {
+            skip: (!unary.is_empty()).then(|| unary[(k * 7919) % unary.len()]),
+            grow: Some((k * 104_729 + 13) % graph.ops.len()),
+        }
+    }
+}
+
+/// Per-thread runner of a workload.
+pub enum Runner<'w> {
+    /// Graph interpreter with this thread's inputs.
+    Graph(GraphRunner<'w>, &'w Workload),
+    /// Trace program.
+    Trace(&'w TraceProgram),
+}
+
+impl<'w> Runner<'w> {
+    /// Prepares a thread (allocates its inputs, outside any pass).
+    pub fn new(w: &'w Workload, compute: Compute) -> Runner<'w> {
+        match w {
+            Workload::Graph { graph, .. } => Runner::Graph(GraphRunner::new(graph, compute), w),
+            Workload::Trace(t) => Runner::Trace(t),
+        }
+    }
+
+    /// Runs pass number `pass`, inside `memo_alloc::pass(key)` when `key` is given (memo
+    /// cells), with op scopes when `scopes`. The outputs escape the pass; the checksum is
+    /// taken and they are dropped after it ends.
+    pub fn run(&self, pass: u64, key: Option<&'static str>, scopes: bool) -> u64 {
+        match self {
+            Runner::Graph(r, w) => {
+                let div = w.divergence(pass);
+                let (out, digest) = {
+                    let _pass = key.map(memo_alloc::pass);
+                    r.run_digest(scopes, div)
+                };
+                checksum(&out) ^ digest
+            }
+            Runner::Trace(t) => {
+                let (out, sum) = {
+                    let _pass = key.map(memo_alloc::pass);
+                    t.run(scopes)
+                };
+                let mut c = sum;
+                for b in &out {
+                    c = c.wrapping_mul(31).wrapping_add(b.read());
+                }
+                c
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    /// Small instances of every architecture.
+    fn small() -> Vec<Spec> {
+        Net::ALL
+            .into_iter()
+            .map(|net| {
+                let size = match net {
+                    Net::Bert => 16,
+                    Net::Gpt2 => 8,
+                    _ => 32,
+                };
+                Spec::Net {
+                    net,
+                    batch: 2,
+                    size,
+                    variant: Variant::Scoped,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn specs_round_trip() {
+        for s in [
+            "resnet50:b4:s128",
+            "bert:b1:s64+noscope",
+            "gpt2:b2:s32+divergent",
+        ] {
+            assert_eq!(Spec::parse(s).unwrap().name(), s);
+        }
+        assert_eq!(Spec::parse("resnet50").unwrap().name(), "resnet50:b1:s224");
+        assert!(Spec::parse("vgg16").is_err());
+        assert!(Spec::parse("resnet50:x3").is_err());
+        assert!(!Spec::parse("bert+noscope").unwrap().scopes());
+    }
+
+    #[test]
+    fn every_intermediate_tensor_is_freed_once_after_its_last_use() {
+        for spec in small() {
+            let Workload::Graph { graph, .. } = spec.build().unwrap() else {
+                unreachable!()
+            };
+            let frees = graph.frees_after();
+            let mut freed = vec![0; graph.shapes.len()];
+            for (i, f) in frees.iter().enumerate() {
+                for &t in f {
+                    freed[t] += 1;
+                    // No later op reads a freed tensor.
+                    assert!(graph.ops[i + 1..].iter().all(|o| !o.inputs.contains(&t)));
+                }
+            }
+            for (t, &n) in freed.iter().enumerate() {
+                let kept = graph.inputs.contains(&t) || graph.outputs.contains(&t);
+                assert_eq!(n, usize::from(!kept), "{}: tensor {t}", spec.name());
+            }
+        }
+    }
+
+    #[test]
+    fn passes_are_deterministic_and_leave_only_outputs() {
+        for compute in [0.0, 1.0, 3.0] {
+            for spec in small() {
+                let w = spec.build().unwrap();
+                let Workload::Graph { graph, .. } = &w else {
+                    unreachable!()
+                };
+                let r = GraphRunner::new(graph, Compute::from_scale(compute));
+                let (a, left_a) = r.run_counted(true, Divergence::default());
+                let (b, left_b) = r.run_counted(false, Divergence::default());
+                assert_eq!((left_a, left_b), (0, 0), "{}", spec.name());
+                assert_eq!(a.len(), graph.outputs.len());
+                // The interpreter holds no reference to the outputs any more.
+                assert!(a.iter().all(|t| Rc::strong_count(t) == 1));
+                assert_eq!(checksum(&a), checksum(&b), "{}", spec.name());
+                // A fresh runner (another thread) computes the same.
+                let r2 = Runner::new(&w, Compute::from_scale(compute));
+                assert_eq!(
+                    r2.run(0, None, true),
+                    Runner::new(&w, Compute::from_scale(compute)).run(0, None, false)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn memo_passes_and_scopes_are_harmless_under_another_global_allocator() {
+        // The unit-test binary runs on glibc (no MEMO_BENCH_ALLOCATOR): memo-alloc's pass
+        // and op guards then record nothing and change nothing.
+        let spec = Spec::parse("mobilenet_v2:b1:s32").unwrap();
+        let w = spec.build().unwrap();
+        let r = Runner::new(&w, Compute::from_scale(1.0));
+        let plain = r.run(0, None, false);
+        for p in 0..3 {
+            assert_eq!(r.run(p, Some(spec.key()), true), plain);
+        }
+        let rep = memo_alloc::report(&spec.name()).expect("the key was seen");
+        assert_eq!(
+            rep.allocations, 0,
+            "nothing is recorded through another allocator"
+        );
+    }
+
+    #[test]
+    fn divergent_passes_differ_and_repeat() {
+        let spec = Spec::parse("resnet50:b1:s32+divergent").unwrap();
+        let w = spec.build().unwrap();
+        assert_eq!(w.divergence(0), Divergence::default());
+        let d = w.divergence(3);
+        assert!(d.skip.is_some() && d.grow.is_some());
+        assert_eq!(d, w.divergence(3));
+        let r = Runner::new(&w, Compute::from_scale(1.0));
+        let (c0, c3) = (r.run(0, None, true), r.run(3, None, true));
+        assert_ne!(c0, c3);
+        assert_eq!(c3, r.run(3, None, true));
+        assert_eq!(c0, r.run(4, None, true));
+        if let Workload::Graph { graph, .. } = &w {
+            let (_, left) = GraphRunner::new(graph, Compute::from_scale(1.0)).run_counted(true, d);
+            assert_eq!(left, 0);
+        }
+    }
+
+    #[test]
+    fn allocation_profiles_span_real_networks() {
+        // Table 3.1 of the thesis: hundreds to tens of thousands of allocations, MBs to
+        // hundreds of MBs per pass.
+        let mut counts = Vec::new();
+        for s in [
+            "mobilenet_v1:b1:s224",
+            "inception_v3:b8:s224",
+            "bert:b8:s128",
+        ] {
+            let (n, bytes) = Spec::parse(s)
+                .unwrap()
+                .build()
+                .unwrap()
+                .allocation_profile();
+            assert!(bytes > 1 << 20, "{s}: {bytes}");
+            counts.push(n);
+        }
+        assert!(counts.iter().any(|&n| n < 1000), "{counts:?}");
+        assert!(counts.iter().any(|&n| n > 3000), "{counts:?}");
+    }
+}

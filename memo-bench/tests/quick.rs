@@ -1,0 +1,143 @@
+//! Runs tiny cells for every allocator through the real parent/child harness (the debug
+//! binary) and checks the JSON report's shape, the checksums, the heap maps and the trace
+//! workload.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const ALLOCATORS: [&str; 6] = [
+    "glibc",
+    "jemalloc",
+    "jemalloc-tuned",
+    "mimalloc",
+    "memo",
+    "memo-jemalloc",
+];
+
+fn bench(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_memo-bench"))
+        .args(args)
+        .args([
+            "--format",
+            "json",
+            "--no-progress",
+            "--passes",
+            "3",
+            "--warmup",
+            "2",
+        ])
+        .env_remove("MEMO_BENCH_ALLOCATOR")
+        .output()
+        .expect("memo-bench runs");
+    assert!(
+        out.status.success(),
+        "memo-bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
+    let cells = v["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), ALLOCATORS.len() * threads.len());
+    for c in cells {
+        for k in [
+            "workload",
+            "allocator",
+            "threads",
+            "p50_us",
+            "p99_us",
+            "passes_per_sec",
+            "peak_rss_bytes",
+            "slab_share",
+        ] {
+            assert!(c.get(k).is_some(), "missing {k} in {c}");
+        }
+        assert_eq!(c["workload"], workload);
+        let a = c["allocator"].as_str().unwrap();
+        assert!(ALLOCATORS.contains(&a), "{a}");
+        assert!(threads.contains(&c["threads"].as_u64().unwrap()));
+        assert!(c["p50_us"].as_f64().unwrap() > 0.0);
+        assert!(c["p99_us"].as_f64().unwrap() >= c["p50_us"].as_f64().unwrap());
+        assert!(c["passes_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(c["peak_rss_bytes"].as_u64().unwrap() > 0);
+        if a.starts_with("memo") {
+            let share = c["slab_share"]
+                .as_f64()
+                .expect("memo cells have a slab share");
+            assert!((0.0..=1.0).contains(&share));
+        } else {
+            assert!(c["slab_share"].is_null(), "{a}: {}", c["slab_share"]);
+        }
+    }
+    for a in ALLOCATORS {
+        for &t in threads {
+            assert!(cells
+                .iter()
+                .any(|c| c["allocator"] == a && c["threads"].as_u64() == Some(t)));
+        }
+    }
+    assert_eq!(v["checksums_agree"], true, "{}", v["checksum_mismatches"]);
+    assert_eq!(v["jemalloc_tuned_verified"], true);
+}
+
+#[test]
+fn quick_cells_for_every_allocator() {
+    let dir = tempdir("quick");
+    let report = dir.to_str().unwrap();
+    let w = "resnet50:b1:s32";
+    let v = bench(&["--workloads", w, "--threads", "1,2", "--report-dir", report]);
+    check_cells(&v, w, &[1, 2]);
+    // memomalloc served nearly everything from slabs; the model's allocation count is
+    // what memo-alloc profiled.
+    let memo = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["allocator"] == "memo")
+        .unwrap();
+    assert!(memo["slab_share"].as_f64().unwrap() > 0.9, "{memo}");
+    assert_eq!(memo["profiled_allocations"], memo["allocations_per_pass"]);
+
+    // Report directory: JSON, table, ratio plot, heap map, the trace.
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(saved["cells"], v["cells"]);
+    assert!(dir.join("table.txt").exists());
+    let svg = std::fs::read_to_string(dir.join("ratio-resnet50_b1_s32.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+    let heapmap = std::fs::read_to_string(dir.join("heapmap-resnet50_b1_s32.svg")).unwrap();
+    assert!(heapmap.contains("<svg"));
+    let trace = dir.join("traces").join("resnet50_b1_s32.1.trace.json");
+    assert!(trace.exists());
+
+    // The recorded trace as a workload, every allocator.
+    let tw = format!("trace:{}", trace.display());
+    let dir2 = tempdir("trace");
+    let v = bench(&[
+        "--workloads",
+        &tw,
+        "--threads",
+        "1",
+        "--report-dir",
+        dir2.to_str().unwrap(),
+    ]);
+    check_cells(&v, &tw, &[1]);
+}
+
+#[test]
+fn divergent_and_unscoped_variants_agree_across_allocators() {
+    for w in ["mobilenet_v2:b1:s32+divergent", "bert:b1:s8+noscope"] {
+        let v = bench(&["--workloads", w, "--threads", "1", "--no-report"]);
+        check_cells(&v, w, &[1]);
+    }
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memo-bench-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
