@@ -30,6 +30,9 @@ pub(crate) struct Slot {
     pub(crate) max_align: u64,
     pub(crate) group: u32,
     pub(crate) group_end: u32,
+    /// The group's cover list: `cover[cover_start..cover_end]`.
+    pub(crate) cover_start: u32,
+    pub(crate) cover_end: u32,
     pub(crate) flags: u8,
 }
 
@@ -52,11 +55,9 @@ pub(crate) struct CompiledPlan {
     pub(crate) height: u64,
     nodes: u32,
     scope_groups: Vec<ScopeGroup>,
-    slot_base: Vec<u32>,
-    slot_count: Vec<u32>,
+    slot_ranges: Vec<(u32, u32)>,
     pub(crate) slots: Vec<Slot>,
     pub(crate) group_offsets: Vec<u64>,
-    cover_start: Vec<u32>,
     cover: Vec<u32>,
     offset_table: Vec<(u64, u32)>,
 }
@@ -188,6 +189,10 @@ impl CompiledPlan {
             active.push(std::cmp::Reverse((group_max_end[g], g as u32)));
         }
         cover_start.push(cover.len() as u32);
+        for s in slots.iter_mut().filter(|s| s.flags == PLANNED) {
+            s.cover_start = cover_start[s.group as usize];
+            s.cover_end = cover_start[s.group as usize + 1];
+        }
         // Offset -> group table for frees.
         let cap = (group_offsets.len() * 2).next_power_of_two().max(8);
         let mut offset_table = vec![(u64::MAX, 0u32); cap];
@@ -203,11 +208,13 @@ impl CompiledPlan {
             height: file.height,
             nodes,
             scope_groups,
-            slot_base,
-            slot_count,
+            slot_ranges: slot_base
+                .iter()
+                .zip(&slot_count)
+                .map(|(&b, &c)| (b, b + c))
+                .collect(),
             slots,
             group_offsets,
-            cover_start,
             cover,
             offset_table,
         })
@@ -242,21 +249,23 @@ impl CompiledPlan {
     }
 
     /// The slot of `(node, ordinal)`, if the plan has one.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
-        let n = node as usize;
-        if n < self.slot_count.len() && ordinal < self.slot_count[n] {
-            Some(self.slot_base[n] + ordinal)
-        } else {
-            None
-        }
+        let &(first, end) = self.slot_ranges.get(node as usize)?;
+        (ordinal < end - first).then_some(first + ordinal)
     }
 
-    /// Groups below `group` that may reach into it.
+    /// The cover list of a planned slot.
     #[inline]
-    pub(crate) fn cover_of(&self, group: u32) -> &[u32] {
-        let g = group as usize;
-        &self.cover[self.cover_start[g] as usize..self.cover_start[g + 1] as usize]
+    pub(crate) fn cover_of_slot(&self, slot: &Slot) -> &[u32] {
+        self.cover
+            .get(slot.cover_start as usize..slot.cover_end as usize)
+            .unwrap_or(&[])
+    }
+
+    /// Each node's slots as `(first, end)`: the cursors an instance starts a pass with.
+    pub(crate) fn slot_ranges(&self) -> &[(u32, u32)] {
+        &self.slot_ranges
     }
 
     /// The address group starting exactly at `offset`.
@@ -360,7 +369,12 @@ mod tests {
         let root = &c.slots[c.slot_index(0, 0).unwrap() as usize];
         assert_eq!((root.group, root.group_end), (0, 4));
         // Group 160 is covered by group 0 (the 256-byte slot) and group 128 (128 bytes).
-        let mut cover = c.cover_of(3).to_vec();
+        let at_160 = c
+            .slots
+            .iter()
+            .find(|s| s.flags == PLANNED && s.group == 3)
+            .unwrap();
+        let mut cover = c.cover_of_slot(at_160).to_vec();
         cover.sort_unstable();
         assert_eq!(cover, vec![0, 2]);
         for (g, &o) in c.group_offsets.iter().enumerate() {

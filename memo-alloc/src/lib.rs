@@ -71,6 +71,7 @@ pub use pass::{observe, op, pass, OpGuard, PassGuard};
 pub use report::{report, stats, PassReport};
 pub use stats::{MissReason, Stats};
 
+use pass::Pass;
 use tls::Hot;
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
@@ -99,61 +100,85 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         &self.backend
     }
 
+    /// The allocation path: one thread-local read decides between the backend, the slab
+    /// and the recorder.
+    #[inline(always)]
+    unsafe fn alloc_impl(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        let (hot, pass) = tls::hot_pass();
+        match hot {
+            // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
+            Hot::Backend => unsafe { self.backend_alloc(layout, zeroed) },
+            // SAFETY: `hot == Replay` only while `pass` is this thread's replayed pass.
+            Hot::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
+            // SAFETY: forwarded.
+            Hot::Profile => unsafe { self.alloc_profiled(layout, zeroed) },
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_replayed(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: `pass` is this thread's replayed pass.
+        match unsafe { replay::alloc(pass, layout) } {
+            Ok(ptr) => {
+                pass.counters.slab_hits += 1;
+                pass.counters.slab_bytes += layout.size() as u64;
+                if zeroed {
+                    // SAFETY: the slot holds at least `layout.size()` bytes.
+                    unsafe { ptr.write_bytes(0, layout.size()) };
+                }
+                ptr
+            }
+            // SAFETY: forwarded.
+            Err(reason) => unsafe { self.alloc_missed(pass, reason, layout, zeroed) },
+        }
+    }
+
     #[cold]
-    unsafe fn alloc_in_pass(&self, layout: Layout, zeroed: bool, hot: Hot) -> *mut u8 {
-        // The fallback must be lazy: an eagerly evaluated one would allocate from the
-        // backend on every call and leak it.
-        tls::with_or_else(
+    #[inline(never)]
+    unsafe fn alloc_missed(
+        &self,
+        pass: &mut Pass,
+        reason: MissReason,
+        layout: Layout,
+        zeroed: bool,
+    ) -> *mut u8 {
+        pass::count_miss(pass, reason);
+        // SAFETY: forwarded.
+        unsafe { self.backend_alloc(layout, zeroed) }
+    }
+
+    /// Profiling: the backend serves, then the recorder notes it with the guard set.
+    #[inline(never)]
+    unsafe fn alloc_profiled(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: forwarded.
+        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+        if ptr.is_null() {
+            return ptr;
+        }
+        tls::with(
             |s| {
                 let p = s.pass.get();
                 if p.is_null() {
-                    // SAFETY: forwarded from GlobalAlloc::alloc.
-                    return unsafe { self.backend_alloc(layout, zeroed) };
+                    return;
                 }
                 // SAFETY: `p` is this thread's running pass, owned by its guard.
                 let pass = unsafe { &mut *p };
-                let node = s.top(0);
-                if hot == Hot::Replay {
-                    pass.counters.allocations += 1;
-                    // SAFETY: `pass` is this thread's replayed pass.
-                    match unsafe { replay::alloc(pass, node, layout) } {
-                        Ok(ptr) => {
-                            pass.counters.slab_hits += 1;
-                            pass.counters.slab_bytes += layout.size() as u64;
-                            if zeroed {
-                                // SAFETY: the slot holds at least `layout.size()` bytes.
-                                unsafe { ptr.write_bytes(0, layout.size()) };
-                            }
-                            return ptr;
-                        }
-                        Err(reason) => {
-                            pass::count_miss(pass, reason);
-                            // SAFETY: forwarded.
-                            return unsafe { self.backend_alloc(layout, zeroed) };
-                        }
-                    }
+                let node = pass.node;
+                if let Some(rec) = pass.recorder.as_mut() {
+                    tls::begin_bookkeeping(s);
+                    rec.on_alloc(
+                        ptr,
+                        layout.size() as u64,
+                        layout.align() as u64,
+                        zeroed,
+                        node,
+                    );
+                    tls::end_bookkeeping(s);
                 }
-                // Profiling: backend, then record with the guard set.
-                // SAFETY: forwarded.
-                let ptr = unsafe { self.backend_alloc(layout, zeroed) };
-                if !ptr.is_null() {
-                    if let Some(rec) = pass.recorder.as_mut() {
-                        tls::begin_bookkeeping(s);
-                        rec.on_alloc(
-                            ptr,
-                            layout.size() as u64,
-                            layout.align() as u64,
-                            zeroed,
-                            node,
-                        );
-                        tls::end_bookkeeping(s);
-                    }
-                }
-                ptr
             },
-            // SAFETY: forwarded (only reachable if the thread-local were gone).
-            || unsafe { self.backend_alloc(layout, zeroed) },
-        )
+            (),
+        );
+        ptr
     }
 
     #[inline(always)]
@@ -189,9 +214,15 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     }
 
     #[cold]
-    unsafe fn realloc_slab(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    unsafe fn realloc_slab(
+        &self,
+        inst: *mut slab::Instance,
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+    ) -> *mut u8 {
         // SAFETY: `ptr` is a live slab pointer (GlobalAlloc::realloc's contract).
-        if new_size as u64 <= unsafe { replay::capacity(ptr) } {
+        if new_size as u64 <= unsafe { replay::capacity(inst, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
@@ -213,7 +244,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             // SAFETY: both blocks are valid for the copied length and distinct.
             unsafe {
                 std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                replay::free(ptr);
+                replay::free(inst, ptr);
             }
         }
         new
@@ -251,29 +282,21 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match tls::hot() {
-            // SAFETY: forwarded.
-            Hot::Backend => unsafe { self.backend.alloc(layout) },
-            // SAFETY: forwarded.
-            hot => unsafe { self.alloc_in_pass(layout, false, hot) },
-        }
+        // SAFETY: forwarded.
+        unsafe { self.alloc_impl(layout, false) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match tls::hot() {
-            // SAFETY: forwarded.
-            Hot::Backend => unsafe { self.backend.alloc_zeroed(layout) },
-            // SAFETY: forwarded.
-            hot => unsafe { self.alloc_in_pass(layout, true, hot) },
-        }
+        // SAFETY: forwarded.
+        unsafe { self.alloc_impl(layout, true) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if region::contains(ptr) {
-            // SAFETY: a live pointer we handed out from a slab.
-            return unsafe { replay::free(ptr) };
+        if let Some(inst) = region::lookup(ptr) {
+            // SAFETY: a live pointer we handed out from a slab, and its instance.
+            return unsafe { replay::free(inst, ptr) };
         }
         match tls::hot() {
             // SAFETY: forwarded.
@@ -285,9 +308,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if region::contains(ptr) {
-            // SAFETY: forwarded; `ptr` is a live slab pointer.
-            return unsafe { self.realloc_slab(ptr, layout, new_size) };
+        if let Some(inst) = region::lookup(ptr) {
+            // SAFETY: forwarded; `ptr` is a live slab pointer of `inst`.
+            return unsafe { self.realloc_slab(inst, ptr, layout, new_size) };
         }
         match tls::hot() {
             // SAFETY: forwarded.

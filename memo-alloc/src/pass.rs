@@ -33,6 +33,9 @@ pub(crate) struct Pass {
     pub(crate) counters: PassCounters,
     /// The key had a plan but this pass got no slab.
     pub(crate) no_slab: bool,
+    /// The innermost scope node (the top of the thread's op stack, 0 outside ops), kept
+    /// here so the allocation path reads it without touching the stack.
+    pub(crate) node: u32,
 }
 
 /// Ends the pass when dropped (**contract**). Not `Send`: a pass belongs to its thread.
@@ -112,8 +115,10 @@ pub fn op(name: &'static str) -> OpGuard {
             if (depth as usize) < MAX_DEPTH {
                 // SAFETY: `p` is this thread's running pass, owned by its PassGuard; only
                 // this thread touches it.
-                let node = unsafe { enter_scope(s, &mut *p, name) };
+                let pass = unsafe { &mut *p };
+                let node = enter_scope(s, pass, name);
                 s.stack[depth as usize].set(node);
+                pass.node = node;
             }
             s.depth.set(depth + 1);
             OpGuard {
@@ -142,6 +147,7 @@ impl Drop for OpGuard {
                 if !p.is_null() {
                     // SAFETY: as in `op`.
                     let pass = unsafe { &mut *p };
+                    pass.node = s.top(0);
                     if let Some(rec) = pass.recorder.as_mut() {
                         // The node this guard entered (still in its stack slot: inner
                         // scopes use deeper slots); none past the stack's capacity.
@@ -251,6 +257,7 @@ fn start(key: &'static str) {
         base: ptr::null_mut(),
         counters: PassCounters::default(),
         no_slab: false,
+        node: 0,
     };
     let mut hot = Hot::Backend;
     if let Some(cfg) = cfg {
@@ -368,6 +375,9 @@ fn end(abandon: bool) {
             finish_profile(&trace, entry, serial, config());
         }
     } else if !pass.slabs.is_null() || pass.no_slab {
+        let mut pass = pass;
+        pass.counters.allocations =
+            pass.counters.slab_hits + pass.counters.misses.iter().sum::<u64>();
         GLOBAL.passes_replayed.fetch_add(1, Ordering::Relaxed);
         GLOBAL.add_replay(&pass.counters);
         if !pass.slabs.is_null() {

@@ -1,5 +1,5 @@
 //! One reserved virtual region for every slab: "is this a slab pointer?" is one
-//! subtraction and one compare, and a 2 MiB chunk directory maps any slab pointer to its
+//! subtraction and one compare ([`lookup`]), and a 2 MiB chunk directory maps any slab pointer to its
 //! instance in O(1).
 //!
 //! The region is mapped `PROT_READ | PROT_WRITE` with `MAP_NORESERVE`: nothing is
@@ -38,21 +38,20 @@ static CHUNKS: ChunkMap = ChunkMap {
     used: UnsafeCell::new([0; MAX_CHUNKS / 64]),
 };
 
-/// Whether `p` points into the slab region.
+/// For a slab pointer, `Some` of the instance owning it (null only for a pointer no live
+/// slab owns); `None` for any other pointer. One region check and one directory load.
 #[inline(always)]
-pub(crate) fn contains(p: *mut u8) -> bool {
+pub(crate) fn lookup(p: *mut u8) -> Option<*mut Instance> {
     let len = LEN.load(Ordering::Acquire);
-    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < len
-}
-
-/// The instance owning slab pointer `p` (which must satisfy [`contains`]).
-#[inline(always)]
-pub(crate) fn instance_of(p: *mut u8) -> *mut Instance {
-    let chunk = ((p as usize) - BASE.load(Ordering::Relaxed)) >> CHUNK_SHIFT;
-    match DIRECTORY.get(chunk) {
-        Some(slot) => slot.load(Ordering::Acquire),
-        None => ptr::null_mut(),
+    let offset = (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed));
+    if offset >= len {
+        return None;
     }
+    Some(
+        DIRECTORY
+            .get(offset >> CHUNK_SHIFT)
+            .map_or(ptr::null_mut(), |slot| slot.load(Ordering::Acquire)),
+    )
 }
 
 /// Bytes of address space reserved for slabs.

@@ -5,44 +5,41 @@ use std::alloc::Layout;
 
 use crate::compile::{CompiledPlan, Slot, ESCAPING, PLANNED};
 use crate::pass::{Pass, UNKNOWN};
-use crate::region;
-use crate::slab::EMPTY;
+use crate::slab::{Instance, EMPTY};
 use crate::stats::MissReason;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU32, Ordering};
 
 /// Tries to serve `layout` from the pass's slab; `Err` says why not.
 ///
 /// # Safety
 /// `pass` must be the calling thread's running replayed pass.
 #[inline]
-pub(crate) unsafe fn alloc(
-    pass: &mut Pass,
-    node: u32,
-    layout: Layout,
-) -> Result<*mut u8, MissReason> {
+pub(crate) unsafe fn alloc(pass: &mut Pass, layout: Layout) -> Result<*mut u8, MissReason> {
     if pass.inst.is_null() {
         return Err(MissReason::NoSlab);
     }
+    let node = pass.node;
     if node == UNKNOWN {
         return Err(MissReason::Unplanned);
     }
-    // SAFETY: the pass holds its plan and instance until it ends; `ordinals` is written
+    // SAFETY: the pass holds its plan and instance until it ends; the cursors are written
     // only by this thread, the instance's owner.
     let (plan, inst) = unsafe { (&*pass.plan, &*pass.inst) };
     // SAFETY: as above.
-    let ordinals = unsafe { &mut *inst.ordinals.get() };
-    let ordinal = match ordinals.get_mut(node as usize) {
-        Some(o) => {
-            let v = *o;
-            *o = v + 1;
-            v
-        }
-        None => return Err(MissReason::Unplanned),
-    };
-    let index = plan
-        .slot_index(node, ordinal)
+    let cursors = unsafe { &mut *inst.cursors.get() };
+    // The node's next ordinal, as a slot index; every allocation uses one up, served or not.
+    let cursor = cursors
+        .get_mut(node as usize)
         .ok_or(MissReason::Unplanned)?;
-    let slot = &plan.slots[index as usize];
+    let index = cursor.0;
+    if index >= cursor.1 {
+        return Err(MissReason::Unplanned);
+    }
+    cursor.0 = index + 1;
+    let slot = plan
+        .slots
+        .get(index as usize)
+        .ok_or(MissReason::Unplanned)?;
     if slot.flags != PLANNED {
         return Err(if slot.flags == ESCAPING {
             MissReason::Escaping
@@ -59,8 +56,8 @@ pub(crate) unsafe fn alloc(
     if !is_free(plan, &inst.occupant, slot) {
         return Err(MissReason::Overlap);
     }
-    // Release: a free of this slot on another thread that observes... nothing; the pointer
-    // reaches other threads only through the program's own synchronisation.
+    // Release pairs with nothing on the hand-out side; it keeps the occupant's store after
+    // the checks above in the eyes of a thread that later frees the pointer.
     inst.occupant[slot.group as usize].store(index, Ordering::Release);
     // SAFETY: `offset + size <= height`, and the instance spans `height` bytes from `base`.
     Ok(unsafe { pass.base.add(slot.offset as usize) })
@@ -69,56 +66,53 @@ pub(crate) unsafe fn alloc(
 /// Whether no live slot overlaps `slot`'s addresses: no group starting inside it is
 /// occupied, and no occupant of a group starting below it reaches past its start.
 #[inline]
-fn is_free(plan: &CompiledPlan, occupant: &[crate::sync::AtomicU32], slot: &Slot) -> bool {
+fn is_free(plan: &CompiledPlan, occupant: &[AtomicU32], slot: &Slot) -> bool {
+    let inside = occupant
+        .get(slot.group as usize..slot.group_end as usize)
+        .unwrap_or(&[]);
     // Acquire: a free on another thread happens-before we reuse its memory.
-    for o in &occupant[slot.group as usize..slot.group_end as usize] {
-        if o.load(Ordering::Acquire) != EMPTY {
-            return false;
-        }
+    if inside.iter().any(|o| o.load(Ordering::Acquire) != EMPTY) {
+        return false;
     }
-    for &g in plan.cover_of(slot.group) {
-        let live = occupant[g as usize].load(Ordering::Acquire);
-        if live != EMPTY {
-            let s = &plan.slots[live as usize];
-            if s.offset + s.size > slot.offset {
-                return false;
-            }
-        }
-    }
-    true
+    plan.cover_of_slot(slot).iter().all(|&g| {
+        let live = occupant
+            .get(g as usize)
+            .map_or(EMPTY, |o| o.load(Ordering::Acquire));
+        live == EMPTY
+            || plan
+                .slots
+                .get(live as usize)
+                .is_none_or(|s| s.offset + s.size <= slot.offset)
+    })
 }
 
-/// The live slot of slab pointer `p`: its instance's occupant word and slot index.
+/// The occupant word of the group slab pointer `p` starts, and the instance's plan.
 ///
 /// # Safety
-/// `p` must satisfy `region::contains` and be a pointer this allocator handed out and that
-/// is not yet freed.
-#[inline]
-unsafe fn locate(p: *mut u8) -> Option<(&'static crate::sync::AtomicU32, &'static Slot)> {
-    let inst = region::instance_of(p);
+/// `inst` must be `crate::region::lookup(p)` for a live pointer `p` this allocator handed out.
+#[inline(always)]
+unsafe fn group_of(
+    inst: *mut Instance,
+    p: *mut u8,
+) -> Option<(&'static AtomicU32, &'static CompiledPlan)> {
     if inst.is_null() {
         return None;
     }
     // SAFETY: an instance with a live slot is never freed (retirement waits for all its
-    // occupants to be EMPTY), and `p` is live.
-    let inst = unsafe { &*inst };
-    // SAFETY: as above, the plan outlives its instances.
-    let plan = unsafe { &*inst.plan };
+    // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
+    let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
     let group = plan.group_at((p as usize - inst.base as usize) as u64)?;
-    let occ = &inst.occupant[group as usize];
-    let live = occ.load(Ordering::Acquire);
-    let slot = plan.slots.get(live as usize)?;
-    Some((occ, slot))
+    Some((inst.occupant.get(group as usize)?, plan))
 }
 
-/// Frees slab pointer `p`, from any thread.
+/// Frees slab pointer `p` of instance `inst`, from any thread.
 ///
 /// # Safety
-/// As [`locate`].
+/// As [`group_of`].
 #[inline]
-pub(crate) unsafe fn free(p: *mut u8) {
+pub(crate) unsafe fn free(inst: *mut Instance, p: *mut u8) {
     // SAFETY: forwarded contract.
-    if let Some((occ, _)) = unsafe { locate(p) } {
+    if let Some((occ, _)) = unsafe { group_of(inst, p) } {
         // Release: the program's accesses to the slot happen-before its reuse.
         occ.store(EMPTY, Ordering::Release);
     }
@@ -127,9 +121,13 @@ pub(crate) unsafe fn free(p: *mut u8) {
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
 ///
 /// # Safety
-/// As [`locate`].
+/// As [`group_of`].
 #[inline]
-pub(crate) unsafe fn capacity(p: *mut u8) -> u64 {
+pub(crate) unsafe fn capacity(inst: *mut Instance, p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    unsafe { locate(p) }.map_or(0, |(_, s)| s.size)
+    let Some((occ, plan)) = (unsafe { group_of(inst, p) }) else {
+        return 0;
+    };
+    let live = occ.load(Ordering::Acquire);
+    plan.slots.get(live as usize).map_or(0, |s| s.size)
 }

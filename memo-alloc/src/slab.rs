@@ -6,7 +6,7 @@
 //!   `g`'s offset, or `EMPTY`. The pass's thread stores a slot when it hands it out; the
 //!   thread that frees the pointer (any thread) stores `EMPTY`. Both are plain atomic
 //!   stores, ordered by the program's own hand-off of the pointer; no read-modify-write.
-//! - ordinals and scope occurrences: written only by the pass's thread while it holds the
+//! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
 //! An instance whose slots are still live when its pass ends stays in the pool but is
@@ -37,8 +37,9 @@ pub(crate) struct Instance {
     state: AtomicU32,
     may_have_live: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
-    /// Owner-only: next ordinal per scope node.
-    pub(crate) ordinals: UnsafeCell<Box<[u32]>>,
+    /// Owner-only: per scope node, its next slot and the end of its slots (the node's
+    /// ordinals, as slot indices).
+    pub(crate) cursors: UnsafeCell<Box<[(u32, u32)]>>,
     /// Owner-only: entries so far of each `(parent, name)` group, at its base node.
     pub(crate) occurrences: UnsafeCell<Box<[u32]>>,
 }
@@ -101,7 +102,7 @@ impl Slabs {
             occupant: (0..self.plan.groups())
                 .map(|_| AtomicU32::new(EMPTY))
                 .collect(),
-            ordinals: UnsafeCell::new(vec![0; self.plan.nodes()].into_boxed_slice()),
+            cursors: UnsafeCell::new(self.plan.slot_ranges().into()),
             occurrences: UnsafeCell::new(vec![0; self.plan.nodes()].into_boxed_slice()),
         }));
         let Some(base) = region::carve(self.plan.height, inst) else {
@@ -139,7 +140,7 @@ impl Slabs {
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
             // owner-only arrays until it releases the instance.
             unsafe {
-                (*i.ordinals.get()).fill(0);
+                (*i.cursors.get()).copy_from_slice(self.plan.slot_ranges());
                 (*i.occurrences.get()).fill(0);
             }
             self.active.fetch_add(1, Ordering::AcqRel);

@@ -69,27 +69,27 @@ thread_local! {
 }
 
 /// Runs `f` on this thread's state. The state has no destructor, so it is always there;
-/// the fallback only keeps the code free of panics.
+/// the fallback only keeps the code free of panics. It is evaluated before the call, so it
+/// must be a plain value: never an expression with effects, such as an allocation.
 #[inline(always)]
 pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R, fallback: R) -> R {
     STATE.try_with(f).unwrap_or(fallback)
-}
-
-/// Runs `f` on this thread's state, or `fallback` if the state is gone. Unlike [`with`],
-/// the fallback is only evaluated when used: use this when computing it has effects (such
-/// as allocating from the backend).
-#[inline(always)]
-pub(crate) fn with_or_else<R>(
-    f: impl FnOnce(&ThreadState) -> R,
-    fallback: impl FnOnce() -> R,
-) -> R {
-    STATE.try_with(f).unwrap_or_else(|_| fallback())
 }
 
 /// The allocation path's mode on this thread.
 #[inline(always)]
 pub(crate) fn hot() -> Hot {
     with(|s| s.hot.get(), Hot::Backend)
+}
+
+/// The mode and the running pass, in one thread-local access. The pass pointer is non-null
+/// whenever the mode is not [`Hot::Backend`].
+#[inline(always)]
+pub(crate) fn hot_pass() -> (Hot, *mut Pass) {
+    with(
+        |s| (s.hot.get(), s.pass.get()),
+        (Hot::Backend, std::ptr::null_mut()),
+    )
 }
 
 /// Marks the start of bookkeeping: until the matching [`end_bookkeeping`], this thread's

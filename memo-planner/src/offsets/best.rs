@@ -60,6 +60,9 @@ use crate::timeline::Timeline;
 /// Unsuccessful rounds of the improvement phase before it restarts from the best order.
 const RESTART_AFTER: u32 = 64;
 
+/// Improvement rounds per buffer at most (see `improve`).
+const ROUNDS_PER_BUFFER: u64 = 64;
+
 /// Below this many buffers everything runs on the calling thread.
 const PARALLEL_MIN_BUFFERS: usize = 4096;
 
@@ -303,7 +306,14 @@ fn improve(
     let mut since_best = 0u32;
     let mut cand = Vec::with_capacity(n);
     let mut peak: Vec<usize> = Vec::new();
-    while engine.work() < stop && *best_h > lb {
+    // Small problems have few orders worth trying: cap the rounds so that an unreachable
+    // lower bound does not spend the whole work budget on them.
+    let max_rounds = ROUNDS_PER_BUFFER
+        .saturating_mul(n as u64)
+        .max(RESTART_AFTER as u64);
+    let mut rounds = 0u64;
+    while engine.work() < stop && *best_h > lb && rounds < max_rounds {
+        rounds += 1;
         if options.time_cap.is_some_and(|cap| start.elapsed() > cap) {
             break;
         }
@@ -320,48 +330,16 @@ fn improve(
         if peak.is_empty() {
             break;
         }
-        let variant = std::env::var("IMP_V")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        if variant > 0 && rng.below(variant) == 0 {
-            // Move a buffer that shares time with a peak buffer, earlier or later.
+        let moves = 1 + (rng.below(3) as usize).min(peak.len() - 1);
+        for _ in 0..moves {
             let i = peak[rng.below(peak.len() as u64) as usize];
-            let (s, e) = engine.spans[i];
-            let mut k = 0usize;
-            let mut pick = usize::MAX;
-            // Reservoir sampling over the conflicting buffers.
-            for j in 0..n {
-                let (a, b) = engine.spans[j];
-                if j != i && a < e && s < b {
-                    k += 1;
-                    if rng.below(k as u64) == 0 {
-                        pick = j;
-                    }
-                }
+            let p = cand.iter().position(|&x| x == i).unwrap_or(0);
+            if p == 0 {
+                continue;
             }
-            if pick != usize::MAX {
-                let p = cand.iter().position(|&x| x == pick).unwrap_or(0);
-                if rng.below(2) == 0 && p > 0 {
-                    let q = p - 1 - rng.below(p as u64) as usize;
-                    cand[q..=p].rotate_right(1);
-                } else if p + 1 < n {
-                    let q = p + 1 + rng.below((n - 1 - p) as u64) as usize;
-                    cand[p..=q].rotate_left(1);
-                }
-            }
-        } else {
-            let moves = 1 + (rng.below(3) as usize).min(peak.len() - 1);
-            for _ in 0..moves {
-                let i = peak[rng.below(peak.len() as u64) as usize];
-                let p = cand.iter().position(|&x| x == i).unwrap_or(0);
-                if p == 0 {
-                    continue;
-                }
-                let dist = 1 + rng.below(p as u64) as usize;
-                let q = p - dist;
-                cand[q..=p].rotate_right(1);
-            }
+            let dist = 1 + rng.below(p as u64) as usize;
+            let q = p - dist;
+            cand[q..=p].rotate_right(1);
         }
         let h = engine.run(&cand);
         if h <= cur_h {
