@@ -51,6 +51,7 @@ pub mod config;
 pub mod files;
 mod hash;
 mod init;
+mod live_table;
 mod pass;
 mod recorder;
 mod region;

@@ -8,6 +8,8 @@
 //! allocations.
 
 use crate::hash::FastMap;
+use crate::live_table::LiveTable;
+use crate::registry::SpinCell;
 use crate::tag::TaggedPtr;
 use crate::trace::{
     AllocKind, Trace, TraceAlloc, TraceScope, TraceUse, FORMAT_VERSION, TRACE_FORMAT,
@@ -45,12 +47,48 @@ struct Scope {
     exit: u64,
 }
 
+/// What the hot path appends: one event per call, processed later by `drain`.
+#[derive(Clone, Copy)]
+enum Event {
+    Alloc {
+        addr: usize,
+        size: u64,
+        scope: u32,
+        site: u32,
+        align: u32,
+        zeroed: bool,
+    },
+    Free {
+        addr: usize,
+    },
+    Realloc {
+        old: usize,
+        new: usize,
+        size: u64,
+        site: u32,
+        align: u32,
+    },
+    Enter {
+        node: u32,
+    },
+    Exit {
+        node: u32,
+    },
+}
+
 /// Records one profiled pass.
+///
+/// The calls made on the allocation path only append an [`Event`]; pairing frees with
+/// their allocations, ordinals and event times are worked out by `drain`, at pass end or
+/// when `observe` needs the live allocations. The result is the same as recording eagerly:
+/// events are processed in order, and events that do not count (frees and reallocs of
+/// allocations made before the pass) take no time.
 pub(crate) struct Recorder {
     key: &'static str,
+    events: Vec<Event>,
     time: u64,
     records: Vec<Record>,
-    live: FastMap<usize, u32>,
+    live: LiveTable,
     scopes: Vec<Scope>,
     scope_index: FastMap<(u32, &'static str, u32), u32>,
     occurrences: FastMap<(u32, &'static str), u32>,
@@ -59,13 +97,23 @@ pub(crate) struct Recorder {
     frames: Option<Vec<usize>>,
 }
 
+/// Buffers of finished recorders, reused by the next profiled passes: a profile's buffers
+/// reach megabytes, and fresh ones would cost a page fault per 4 KiB on every profile.
+static SPARE: SpinCell<Vec<(Vec<Event>, Vec<Record>)>> = SpinCell::new(Vec::new());
+/// Spare buffer pairs kept at most.
+const SPARES: usize = 4;
+
 impl Recorder {
     pub(crate) fn new(key: &'static str, backtrace: bool) -> Recorder {
+        let (events, records) = SPARE
+            .with(|s| s.pop())
+            .unwrap_or_else(|| (Vec::with_capacity(4096), Vec::new()));
         Recorder {
             key,
+            events,
             time: 0,
-            records: Vec::with_capacity(1024),
-            live: FastMap::default(),
+            records,
+            live: LiveTable::new(),
             scopes: vec![Scope {
                 parent: NONE,
                 name: key,
@@ -89,7 +137,6 @@ impl Recorder {
 
     /// Enters op `name` under scope `parent`; returns the scope node.
     pub(crate) fn enter_scope(&mut self, parent: u32, name: &'static str) -> u32 {
-        let enter = self.tick();
         let occ = self.occurrences.entry((parent, name)).or_insert(0);
         let occurrence = *occ;
         *occ += 1;
@@ -103,53 +150,184 @@ impl Recorder {
                 parent,
                 name,
                 occurrence,
-                enter,
+                enter: LIVE,
                 exit: LIVE,
             });
             self.ordinals.push(0);
         }
+        self.events.push(Event::Enter { node });
         node
     }
 
     /// Exits scope `node` (`u32::MAX` or any unknown node: a scope past the stack depth,
     /// whose exit is only counted as an event).
     pub(crate) fn exit_scope(&mut self, node: u32) {
-        let t = self.tick();
-        if let Some(s) = self.scopes.get_mut(node as usize) {
-            if node != 0 && s.exit == LIVE {
-                s.exit = t;
-            }
-        }
+        self.events.push(Event::Exit { node });
     }
 
-    fn push(
+    /// Records an allocation of the pass.
+    #[inline]
+    pub(crate) fn on_alloc(
         &mut self,
         addr: *mut u8,
+        size: u64,
+        align: u64,
+        zeroed: bool,
+        scope: u32,
+    ) {
+        let site = self.capture_site();
+        self.events.push(Event::Alloc {
+            addr: addr as usize,
+            size,
+            scope,
+            site,
+            align: align as u32,
+            zeroed,
+        });
+    }
+
+    /// Records a free; frees of allocations made outside the pass are ignored.
+    #[inline]
+    pub(crate) fn on_dealloc(&mut self, addr: *mut u8) {
+        self.events.push(Event::Free {
+            addr: addr as usize,
+        });
+    }
+
+    /// Records a realloc from `old` to `new`; reallocs of allocations made outside the
+    /// pass are ignored (they are not planned).
+    #[inline]
+    pub(crate) fn on_realloc(&mut self, old: *mut u8, new: *mut u8, size: u64, align: u64) {
+        let site = self.capture_site();
+        self.events.push(Event::Realloc {
+            old: old as usize,
+            new: new as usize,
+            size,
+            site,
+            align: align as u32,
+        });
+    }
+
+    /// Resolves an interior pointer to the live allocation containing it and records the use.
+    pub(crate) fn observe(&mut self, p: usize) -> Option<u32> {
+        self.drain();
+        let (id, start) = self.live.iter().find_map(|(a, id)| {
+            let size = self.records[id as usize].size as usize;
+            (a <= p && p < a + size.max(1)).then_some((id, a))
+        })?;
+        let time = self.tick();
+        self.uses.push(TraceUse {
+            time,
+            allocation: id,
+            offset: (p - start) as u64,
+        });
+        Some(id)
+    }
+
+    /// Processes the pending events in order: pairs frees and reallocs with their
+    /// allocations, numbers ordinals and ticks the pass's clock.
+    fn drain(&mut self) {
+        let events = std::mem::take(&mut self.events);
+        for e in &events {
+            match *e {
+                Event::Alloc {
+                    addr,
+                    size,
+                    scope,
+                    site,
+                    align,
+                    zeroed,
+                } => {
+                    let kind = if zeroed {
+                        AllocKind::AllocZeroed
+                    } else {
+                        AllocKind::Alloc
+                    };
+                    self.push(addr, size, align as u64, kind, scope, NONE, site);
+                }
+                Event::Free { addr } => {
+                    if let Some(id) = self.live.remove(addr) {
+                        let t = self.tick();
+                        self.records[id as usize].free = t;
+                    }
+                }
+                Event::Realloc {
+                    old,
+                    new,
+                    size,
+                    site,
+                    align,
+                } => {
+                    if let Some(prev) = self.live.remove(old) {
+                        let scope = self.records[prev as usize].scope;
+                        let id = self.push(
+                            new,
+                            size,
+                            align as u64,
+                            AllocKind::Realloc,
+                            scope,
+                            prev,
+                            site,
+                        );
+                        self.records[prev as usize].free = self.records[id as usize].alloc;
+                    }
+                }
+                Event::Enter { node } => {
+                    let t = self.tick();
+                    if let Some(s) = self.scopes.get_mut(node as usize) {
+                        if s.enter == LIVE {
+                            s.enter = t;
+                        }
+                    }
+                }
+                Event::Exit { node } => {
+                    let t = self.tick();
+                    if let Some(s) = self.scopes.get_mut(node as usize) {
+                        if node != 0 && s.exit == LIVE {
+                            s.exit = t;
+                        }
+                    }
+                }
+            }
+        }
+        // Keep the buffer's capacity for the events still to come.
+        self.events = events;
+        self.events.clear();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        addr: usize,
         size: u64,
         align: u64,
         kind: AllocKind,
         scope: u32,
         parent: u32,
+        site: u32,
     ) -> u32 {
         let alloc = self.tick();
         let id = self.records.len() as u32;
         let ordinal = if kind == AllocKind::Realloc {
             NONE
         } else {
-            let o = &mut self.ordinals[scope as usize];
-            let v = *o;
-            *o += 1;
-            v
+            match self.ordinals.get_mut(scope as usize) {
+                Some(o) => {
+                    let v = *o;
+                    *o += 1;
+                    v
+                }
+                None => NONE,
+            }
         };
-        let site = self.capture_site();
-        if let Some(old) = self.live.insert(addr as usize, id) {
+        if let Some(old) = self.live.insert(addr, id) {
             // The backend reused an address whose free we never saw.
             let r = &mut self.records[old as usize];
             r.free = alloc;
             r.lost = true;
         }
         self.records.push(Record {
-            ptr: TaggedPtr::new(addr, id as u16),
+            ptr: TaggedPtr::new(addr as *mut u8, id as u16),
             size,
             align,
             kind,
@@ -162,57 +340,6 @@ impl Recorder {
             site,
         });
         id
-    }
-
-    /// Records an allocation of the pass.
-    pub(crate) fn on_alloc(
-        &mut self,
-        addr: *mut u8,
-        size: u64,
-        align: u64,
-        zeroed: bool,
-        scope: u32,
-    ) {
-        let kind = if zeroed {
-            AllocKind::AllocZeroed
-        } else {
-            AllocKind::Alloc
-        };
-        self.push(addr, size, align, kind, scope, NONE);
-    }
-
-    /// Records a free; frees of allocations made outside the pass are ignored.
-    pub(crate) fn on_dealloc(&mut self, addr: *mut u8) {
-        if let Some(id) = self.live.remove(&(addr as usize)) {
-            let t = self.tick();
-            self.records[id as usize].free = t;
-        }
-    }
-
-    /// Records a realloc from `old` to `new`; reallocs of allocations made outside the
-    /// pass are ignored (they are not planned).
-    pub(crate) fn on_realloc(&mut self, old: *mut u8, new: *mut u8, size: u64, align: u64) {
-        let Some(prev) = self.live.remove(&(old as usize)) else {
-            return;
-        };
-        let scope = self.records[prev as usize].scope;
-        let id = self.push(new, size, align, AllocKind::Realloc, scope, prev);
-        self.records[prev as usize].free = self.records[id as usize].alloc;
-    }
-
-    /// Resolves an interior pointer to the live allocation containing it and records the use.
-    pub(crate) fn observe(&mut self, p: usize) -> Option<u32> {
-        let (id, start) = self.live.iter().find_map(|(&a, &id)| {
-            let size = self.records[id as usize].size as usize;
-            (a <= p && p < a + size.max(1)).then_some((id, a))
-        })?;
-        let time = self.tick();
-        self.uses.push(TraceUse {
-            time,
-            allocation: id,
-            offset: (p - start) as u64,
-        });
-        Some(id)
     }
 
     fn capture_site(&mut self) -> u32 {
@@ -237,9 +364,24 @@ impl Recorder {
     }
 
     /// Ends the pass: live allocations are marked escaping, call sites resolved.
-    pub(crate) fn finish(self) -> Trace {
+    pub(crate) fn finish(mut self) -> Trace {
+        self.drain();
+        let trace = self.build_trace();
+        let mut events = std::mem::take(&mut self.events);
+        let mut records = std::mem::take(&mut self.records);
+        events.clear();
+        records.clear();
+        SPARE.with(|s| {
+            if s.len() < SPARES {
+                s.push((events, records));
+            }
+        });
+        trace
+    }
+
+    fn build_trace(&mut self) -> Trace {
         let end = self.time;
-        let frames = self.frames.unwrap_or_default();
+        let frames = self.frames.take().unwrap_or_default();
         let resolve_site = |site: u32| -> Option<Vec<String>> {
             if site == NONE {
                 return None;
@@ -289,7 +431,7 @@ impl Recorder {
             events: self.time,
             scopes,
             allocations,
-            uses: self.uses,
+            uses: std::mem::take(&mut self.uses),
         }
     }
 }
