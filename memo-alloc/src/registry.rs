@@ -317,7 +317,7 @@ pub(crate) fn totals() -> (u64, u64, u64) {
                 let s = unsafe { &*s };
                 plans += 1;
                 slabs += s.instances() as u64;
-                bytes += s.reserved_bytes();
+                bytes += s.resident_bytes();
             }
             e.entering.fetch_sub(1, Ordering::AcqRel);
         }

@@ -54,6 +54,8 @@ pub struct PassReport {
     pub plan_millis: f64,
     /// Slab instances of the current plan (the peak number of concurrent passes).
     pub slab_instances: u64,
+    /// Bytes of the current plan's slabs resident right now (`mincore`).
+    pub slab_resident_bytes: u64,
     /// Passes profiled, replayed, and run on the backend.
     pub passes_profiled: u64,
     /// Passes replayed.
@@ -106,7 +108,9 @@ pub fn report(key: &str) -> Option<PassReport> {
         let slabs = e.slabs.load(Ordering::Acquire);
         if !slabs.is_null() {
             // SAFETY: `entering` keeps the published plan alive while we read it.
-            rep.slab_instances = unsafe { (*slabs).instances() } as u64;
+            let s = unsafe { &*slabs };
+            rep.slab_instances = s.instances() as u64;
+            rep.slab_resident_bytes = s.resident_bytes();
         }
         e.entering.fetch_sub(1, Ordering::AcqRel);
         Some(rep)

@@ -160,9 +160,28 @@ impl Slabs {
         self.active.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Resident bytes an instance may hold (its height, rounded to pages) times instances.
-    pub(crate) fn reserved_bytes(&self) -> u64 {
-        self.instances() as u64 * self.plan.height.div_ceil(4096) * 4096
+    /// Bytes of this plan's slabs resident in memory, measured with `mincore` (pages that
+    /// were touched and not returned). Runs at pass boundaries or in `stats()`, never on the
+    /// allocation path.
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        let n = self.count.load(Ordering::Acquire);
+        let page = 4096usize;
+        let mut total = 0u64;
+        let mut vec: Vec<u8> = Vec::new();
+        for slot in &self.instances[..n] {
+            // SAFETY: published instances live as long as their `Slabs`.
+            let i = unsafe { &*slot.load(Ordering::Acquire) };
+            let len = (self.plan.height as usize).div_ceil(page).max(1) * page;
+            vec.clear();
+            vec.resize(len / page, 0);
+            // SAFETY: `base..base + len` lies inside the instance's chunks (heights are
+            // rounded up to whole chunks when carved); mincore only reads page residency.
+            let rc = unsafe { libc::mincore(i.base.cast(), len, vec.as_mut_ptr()) };
+            if rc == 0 {
+                total += vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * page as u64;
+            }
+        }
+        total
     }
 
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are

@@ -96,7 +96,7 @@ pub struct Stats {
     pub slabs: u64,
     /// Bytes of virtual address space reserved for slabs.
     pub reserved_bytes: u64,
-    /// Bytes of slab memory that can be resident (instance heights, page-rounded).
+    /// Bytes of slab memory resident right now, measured with `mincore`.
     pub slab_resident_bytes: u64,
 }
 
