@@ -19,6 +19,35 @@ pub const PLAN_FORMAT: &str = "memomalloc-plan";
 /// Version written by this build; readers accept it and reject others.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// Checks a document's format name and version.
+fn check_header(format: &str, expected: &str, version: u32) -> Result<(), String> {
+    if format != expected {
+        return Err(format!("format is {format:?}, expected {expected:?}"));
+    }
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "version {version} is not supported (expected {FORMAT_VERSION})"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that scope 0 is the pass, ids are indices, and every parent comes earlier.
+fn check_scope_tree(scopes: &[TraceScope]) -> Result<(), String> {
+    if scopes.first().is_none_or(|s| s.parent.is_some()) {
+        return Err("scope 0 must be the pass (no parent)".into());
+    }
+    for (i, s) in scopes.iter().enumerate() {
+        if s.id as usize != i {
+            return Err(format!("scope #{i} has id {}", s.id));
+        }
+        if i > 0 && s.parent.is_none_or(|p| p as usize >= i) {
+            return Err(format!("scope #{i} must have an earlier parent"));
+        }
+    }
+    Ok(())
+}
+
 /// One scope of a pass: the pass itself (id 0, no parent) or an op.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceScope {
@@ -185,28 +214,9 @@ impl Trace {
     /// and every allocation (its index, scope, alignment, times and realloc parent). The
     /// error names the first inconsistency found.
     pub fn check(&self) -> Result<(), String> {
-        if self.format != TRACE_FORMAT {
-            return Err(format!(
-                "format is {:?}, expected {TRACE_FORMAT:?}",
-                self.format
-            ));
-        }
-        if self.version != FORMAT_VERSION {
-            return Err(format!(
-                "version {} is not supported (expected {FORMAT_VERSION})",
-                self.version
-            ));
-        }
-        if self.scopes.first().is_none_or(|s| s.parent.is_some()) {
-            return Err("scope 0 must be the pass (no parent)".into());
-        }
+        check_header(&self.format, TRACE_FORMAT, self.version)?;
+        check_scope_tree(&self.scopes)?;
         for (i, s) in self.scopes.iter().enumerate() {
-            if s.id as usize != i {
-                return Err(format!("scope #{i} has id {}", s.id));
-            }
-            if i > 0 && s.parent.is_none_or(|p| p as usize >= i) {
-                return Err(format!("scope #{i} must have an earlier parent"));
-            }
             if let (Some(enter), Some(exit)) = (s.enter, s.exit) {
                 if enter > exit || exit > self.events {
                     return Err(format!(
@@ -373,29 +383,8 @@ impl PlanFile {
 
     /// Checks the document's header and internal consistency.
     pub fn check(&self) -> Result<(), String> {
-        if self.format != PLAN_FORMAT {
-            return Err(format!(
-                "format is {:?}, expected {PLAN_FORMAT:?}",
-                self.format
-            ));
-        }
-        if self.version != FORMAT_VERSION {
-            return Err(format!(
-                "version {} is not supported (expected {FORMAT_VERSION})",
-                self.version
-            ));
-        }
-        if self.scopes.first().is_none_or(|s| s.parent.is_some()) {
-            return Err("scope 0 must be the pass (no parent)".into());
-        }
-        for (i, s) in self.scopes.iter().enumerate() {
-            if s.id as usize != i {
-                return Err(format!("scope #{i} has id {}", s.id));
-            }
-            if i > 0 && s.parent.is_none_or(|p| p as usize >= i) {
-                return Err(format!("scope #{i} must have an earlier parent"));
-            }
-        }
+        check_header(&self.format, PLAN_FORMAT, self.version)?;
+        check_scope_tree(&self.scopes)?;
         for (i, s) in self.slots.iter().enumerate() {
             if s.scope as usize >= self.scopes.len() {
                 return Err(format!("slot #{i} refers to unknown scope {}", s.scope));

@@ -38,9 +38,9 @@
 //! configuration is fixed in code (`greedy-by-size` plans, default re-planning), so
 //! `MEMO_*` variables do not change what runs.
 //!
-//! Case counts: 8,000 + 4,000 = 12,000 generated programs in every run of the suite
-//! (`cargo test --workspace` builds memo-alloc optimised, with debug assertions, so this takes
-//! about a minute); `SHADOW_CASES_SCALE=1` runs a quarter. The long run, 500,000 programs by
+//! Case counts: 8,000 + 4,000 = 12,000 generated programs in every run of the suite,
+//! `cargo test --workspace` included (a few minutes in a debug build, about 12 s with
+//! `--release`); `SHADOW_CASES_SCALE=1` runs a quarter. The long run, 500,000 programs by
 //! default:
 //!
 //! ```text

@@ -5,6 +5,7 @@ use std::path::Path;
 use memo_alloc::trace::{Trace, TRACE_FORMAT};
 use memo_planner::format::parse_problem;
 use memo_planner::Problem;
+use memomalloc::study::op_path;
 
 /// A problem to plan, with what the heap map can say about its buffers.
 pub struct Input {
@@ -28,7 +29,7 @@ pub fn read(path: &Path) -> Result<Input, String> {
         let (problem, chains) = trace.to_problem();
         let groups = chains
             .iter()
-            .map(|c| scope_path(&trace, trace.allocations[c.root as usize].scope))
+            .map(|c| op_path(&trace, trace.allocations[c.root as usize].scope))
             .collect();
         return Ok(Input {
             problem,
@@ -47,25 +48,4 @@ fn looks_like_trace(bytes: &[u8]) -> bool {
     let head = &bytes[..bytes.len().min(256)];
     let text = String::from_utf8_lossy(head);
     text.trim_start().starts_with('{') && text.contains(TRACE_FORMAT)
-}
-
-/// `op/inner-op` path of a scope, without the pass itself.
-pub fn scope_path(trace: &Trace, scope: u32) -> String {
-    let mut parts = Vec::new();
-    let mut s = Some(scope);
-    while let Some(id) = s {
-        let Some(node) = trace.scopes.get(id as usize) else {
-            break;
-        };
-        if node.parent.is_none() {
-            break;
-        }
-        parts.push(node.name.as_str());
-        s = node.parent;
-    }
-    if parts.is_empty() {
-        return format!("({})", trace.key);
-    }
-    parts.reverse();
-    parts.join("/")
 }
