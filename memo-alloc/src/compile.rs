@@ -46,7 +46,7 @@ struct ScopeGroup {
 }
 
 /// Alignment of every slab base.
-pub(crate) const SLAB_ALIGN: u64 = 4096;
+pub(crate) const SLAB_ALIGN: u64 = crate::region::CHUNK as u64;
 
 /// Replay tables of one plan.
 #[derive(Debug)]

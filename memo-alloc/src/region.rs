@@ -66,12 +66,14 @@ fn ensure_reserved() -> bool {
     }
     for gib in [64usize, 16, 4, 1] {
         let len = gib << 30;
+        // One chunk more than used, so that the region can start on a chunk boundary: every
+        // slab base is then 2 MiB-aligned and slots honour any alignment up to that.
         // SAFETY: an anonymous private mapping at an address of the kernel's choice
         // touches no existing memory.
         let p = unsafe {
             libc::mmap(
                 ptr::null_mut(),
-                len,
+                len + CHUNK,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -83,11 +85,12 @@ fn ensure_reserved() -> bool {
         }
         // Transparent huge pages would commit 2 MiB per touch and make a slab's resident
         // size overshoot its plan; slabs opt out. Failure is harmless.
-        // SAFETY: `p..p+len` is the mapping just created.
+        // SAFETY: `p..p+len+CHUNK` is the mapping just created.
         unsafe {
-            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            libc::madvise(p, len + CHUNK, libc::MADV_NOHUGEPAGE);
         }
-        BASE.store(p as usize, Ordering::Relaxed);
+        let base = (p as usize).next_multiple_of(CHUNK);
+        BASE.store(base, Ordering::Relaxed);
         LEN.store(len, Ordering::Release);
         return true;
     }

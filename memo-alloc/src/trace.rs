@@ -278,7 +278,11 @@ impl Trace {
     /// The planner problem of the pass: one buffer per non-escaping chain, with the
     /// alignment raised by [`plan_align`]. Also returns the chain of each buffer.
     pub fn to_problem(&self) -> (Problem, Vec<Chain>) {
-        let chains: Vec<Chain> = self.chains().into_iter().filter(|c| !c.escaping).collect();
+        let chains: Vec<Chain> = self
+            .chains()
+            .into_iter()
+            .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN)
+            .collect();
         let buffers = chains
             .iter()
             .map(|c| {
@@ -293,6 +297,10 @@ impl Trace {
         (problem, chains)
     }
 }
+
+/// Allocations asking for a larger alignment than this (the alignment of every slab base,
+/// 2 MiB) are never planned: replay serves them from the backend.
+pub const MAX_PLANNED_ALIGN: u64 = crate::region::CHUNK as u64;
 
 /// The alignment a slot gets: the requested one, raised to 16 bytes (what `malloc`
 /// guarantees) and to 64 bytes (a cache line) for buffers of 4 KiB or more.

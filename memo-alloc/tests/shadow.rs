@@ -1102,15 +1102,15 @@ fn raised_alignment_misses_alignment() {
     );
     let d = delta(key, || run(16, 16));
     assert_eq!((hits(&d), all_misses(&d)), (2, 0), "{d:?}");
-    // The slot at offset 16 guarantees 16 bytes, the one at offset 0 the slab's 4096.
+    // The slot at offset 16 guarantees 16 bytes, the one at offset 0 the slab base's 2 MiB.
     let d = delta(key, || run(32, 32));
     assert_eq!(
         (hits(&d), missed(&d, MissReason::Alignment), all_misses(&d)),
         (1, 1, 1),
         "{d:?}"
     );
-    // Beyond any slot's alignment.
-    let d = delta(key, || run(8192, 16));
+    // Beyond any slot's alignment (slab bases are 2 MiB-aligned).
+    let d = delta(key, || run(4 << 20, 16));
     assert_eq!(missed(&d, MissReason::Alignment), 1, "{d:?}");
     assert_eq!(hits(&d), 1, "{d:?}");
 }
