@@ -1,6 +1,7 @@
 //! The two lower bounds of Pisarchyk & Lee: max operator breadth (offset plans) and the
 //! sum of positional maximums (shared-objects plans).
 
+use crate::max_add_tree::MaxAddTree;
 use crate::problem::Problem;
 use crate::timeline::Timeline;
 
@@ -60,49 +61,6 @@ pub fn positional_maximums(problem: &Problem) -> Vec<u64> {
 /// ```
 pub fn shared_objects_lower_bound(problem: &Problem) -> u64 {
     positional_maximums(problem).iter().sum()
-}
-
-/// A segment tree over slots with range add and global max.
-struct MaxAddTree {
-    n: usize,
-    max: Vec<i64>,
-    add: Vec<i64>,
-}
-
-impl MaxAddTree {
-    fn new(n: usize) -> MaxAddTree {
-        let n = n.max(1);
-        MaxAddTree {
-            n,
-            max: vec![0; 4 * n],
-            add: vec![0; 4 * n],
-        }
-    }
-
-    fn add(&mut self, l: usize, r: usize, v: i64) {
-        if l < r {
-            self.update(1, 0, self.n, l, r, v);
-        }
-    }
-
-    fn update(&mut self, node: usize, nl: usize, nr: usize, l: usize, r: usize, v: i64) {
-        if r <= nl || nr <= l {
-            return;
-        }
-        if l <= nl && nr <= r {
-            self.max[node] += v;
-            self.add[node] += v;
-            return;
-        }
-        let mid = (nl + nr) / 2;
-        self.update(2 * node, nl, mid, l, r, v);
-        self.update(2 * node + 1, mid, nr, l, r, v);
-        self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
-    }
-
-    fn max(&self) -> i64 {
-        self.max[1]
-    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod bounds;
 pub mod fixtures;
 pub mod format;
 pub mod heapmap;
+mod max_add_tree;
 pub mod offsets;
 pub mod plan;
 pub mod problem;

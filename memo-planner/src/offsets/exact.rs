@@ -55,6 +55,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::bounds::offsets_lower_bound;
+use crate::max_add_tree::MaxAddTree;
 use crate::offsets::best;
 use crate::plan::OffsetPlan;
 use crate::problem::{align_up, Problem};
@@ -250,7 +251,7 @@ struct Solver {
     /// Unplaced buffers by `(min_offset + size, index)`: dominance and overflow checks.
     tops: BTreeSet<(u64, u32)>,
     /// The remaining (unplaced) size per slot, for its maximum.
-    rem_max: MaxTree,
+    rem_max: MaxAddTree,
     capacity: u64,
     limit: u64,
     /// Nodes used over all probes.
@@ -323,7 +324,7 @@ impl Solver {
             rank
         })
         .collect();
-        let rem_max = MaxTree::new(breadth.len());
+        let rem_max = MaxAddTree::new(breadth.len());
         Some(Solver {
             n,
             sizes: b.iter().map(|x| x.size).collect(),
@@ -595,58 +596,6 @@ impl Solver {
             self.cands.insert((o, self.rank[i], i as u32));
             self.tops.insert((o.saturating_add(size), i as u32));
         }
-    }
-}
-
-/// A segment tree over slots with range add and global maximum.
-struct MaxTree {
-    n: usize,
-    max: Vec<i128>,
-    add: Vec<i128>,
-}
-
-impl MaxTree {
-    fn new(n: usize) -> MaxTree {
-        let n = n.max(1);
-        MaxTree {
-            n,
-            max: vec![0; 4 * n],
-            add: vec![0; 4 * n],
-        }
-    }
-
-    fn reset(&mut self, values: &[u64]) {
-        self.max.iter_mut().for_each(|x| *x = 0);
-        self.add.iter_mut().for_each(|x| *x = 0);
-        for (k, &v) in values.iter().enumerate() {
-            self.add(k, k + 1, v as i128);
-        }
-    }
-
-    fn add(&mut self, l: usize, r: usize, v: i128) {
-        if l < r {
-            self.update(1, 0, self.n, l, r, v);
-        }
-    }
-
-    fn update(&mut self, node: usize, nl: usize, nr: usize, l: usize, r: usize, v: i128) {
-        if r <= nl || nr <= l {
-            return;
-        }
-        if l <= nl && nr <= r {
-            self.max[node] += v;
-            self.add[node] += v;
-            return;
-        }
-        let mid = (nl + nr) / 2;
-        self.update(2 * node, nl, mid, l, r, v);
-        self.update(2 * node + 1, mid, nr, l, r, v);
-        self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
-    }
-
-    /// The maximum over all slots (0 when every slot is 0 or below).
-    fn max(&self) -> u64 {
-        self.max[1].max(0) as u64
     }
 }
 
