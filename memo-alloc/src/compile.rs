@@ -3,8 +3,9 @@
 //!
 //! - Scope nodes are renumbered so that the `k`-th same-named child of a scope is
 //!   `base + k`: entering an op costs one hash lookup of `(parent, name)`.
-//! - Each node owns a contiguous range of slots indexed by ordinal: an allocation's slot
-//!   is `slot_base[node] + ordinal`.
+//! - Each node owns a contiguous range of slots indexed by ordinal (`slot_ranges`); a slab
+//!   instance keeps a cursor per node over that range, so an allocation's slot is the
+//!   cursor's next one.
 //! - Planned slots are grouped by start offset (*address groups*, sorted by offset). At most
 //!   one slot per group can be live, so an instance keeps one occupant word per group.
 //!   Slot `i` may be handed out when every group starting inside its range
