@@ -12,17 +12,54 @@
 //!   (`group..group_end`) is empty and no occupant of its group's *cover list* (groups
 //!   starting below it whose slots reach above its start) extends past its start.
 //! - A free finds its group by offset through an open-addressing table.
+//!
+//! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
+//! every count is bounded before a table is sized from it, and every table is linear in
+//! the document. The overlap checks of slots can be quadratic in a plan whose slots
+//! overlap heavily in address (each slot inside many others); compilation measures that
+//! cost before building the cover lists and, past a linear budget, *demotes* the most
+//! expensive slots (their allocations are served by the backend), so that loading and
+//! replaying any plan stays linear.
 
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+
+use crate::geometry::offset_align;
 use crate::hash::name_hash;
+use crate::sync::{AtomicU32, AtomicU8, Ordering};
 use crate::trace::PlanFile;
 
 /// Slot flag: planned into the slab.
 pub(crate) const PLANNED: u8 = 1;
 /// Slot flag: the allocation escaped the profiled pass.
 pub(crate) const ESCAPING: u8 = 2;
+/// Slot flag: planned, but served by the backend: its blocks kept outliving their passes,
+/// or its overlap check was too costly.
+pub(crate) const DEMOTED: u8 = 4;
+
+/// A slot whose blocks outlive two replayed passes this close (in the plan's pass ends)
+/// is demoted.
+const OUTLIVED_WINDOW: u32 = 8;
+/// Most slots and scopes a plan may have.
+const MAX_SLOTS: usize = 1 << 24;
+const MAX_SCOPES: usize = 1 << 22;
+
+/// Why a plan document was not compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CompileError(pub(crate) String);
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, CompileError> {
+    Err(CompileError(msg.into()))
+}
 
 /// One allocation key's slot.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) offset: u64,
     pub(crate) size: u64,
@@ -34,7 +71,37 @@ pub(crate) struct Slot {
     /// The group's cover list: `cover[cover_start..cover_end]`.
     pub(crate) cover_start: u32,
     pub(crate) cover_end: u32,
-    pub(crate) flags: u8,
+    /// [`PLANNED`], [`ESCAPING`], [`DEMOTED`] or 0 (no allocation had this key).
+    /// `DEMOTED` is set at pass boundaries; the allocation path loads it relaxed.
+    pub(crate) flags: AtomicU8,
+    /// The plan's pass-end count when a replayed pass last ended with this slot live
+    /// (0: never).
+    outlived_at: AtomicU32,
+}
+
+impl Slot {
+    fn empty() -> Slot {
+        Slot {
+            offset: 0,
+            size: 0,
+            max_align: 0,
+            group: 0,
+            group_end: 0,
+            cover_start: 0,
+            cover_end: 0,
+            flags: AtomicU8::new(0),
+            outlived_at: AtomicU32::new(0),
+        }
+    }
+
+    fn flag_bits(&self) -> u8 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Whether the slot is handed out from the slab.
+    fn in_slab(&self) -> bool {
+        self.flag_bits() == PLANNED
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -45,9 +112,6 @@ struct ScopeGroup {
     base: u32,
     count: u32,
 }
-
-/// Alignment of every slab base.
-pub(crate) const SLAB_ALIGN: u64 = crate::region::CHUNK as u64;
 
 /// Replay tables of one plan.
 #[derive(Debug)]
@@ -61,163 +125,310 @@ pub(crate) struct CompiledPlan {
     pub(crate) group_offsets: Vec<u64>,
     cover: Vec<u32>,
     offset_table: Vec<(u64, u32)>,
+    /// Replayed passes ended (the clock of `Slot::outlived_at`).
+    pass_ends: AtomicU32,
+}
+
+/// The scope tree renumbered: each `(parent, name)` group's occurrences are consecutive.
+struct Scopes<'a> {
+    /// Scope id in the document -> node id.
+    node_of: Vec<u32>,
+    /// Groups in order of first appearance: (document parent, name, base node, count).
+    groups: Vec<(u32, &'a str, u32, u32)>,
+    nodes: u32,
+}
+
+fn renumber_scopes(file: &PlanFile) -> Result<Scopes<'_>, CompileError> {
+    let n_scopes = file.scopes.len();
+    let mut group_of_scope = vec![u32::MAX; n_scopes];
+    let mut groups: Vec<(u32, &str, u32, u32)> = Vec::new();
+    let mut lookup: HashMap<(u32, &str), u32> = HashMap::new();
+    for s in file.scopes.iter().skip(1) {
+        let parent = s.parent.unwrap_or(0);
+        let g = *lookup.entry((parent, s.name.as_str())).or_insert_with(|| {
+            groups.push((parent, s.name.as_str(), 0, 0));
+            groups.len() as u32 - 1
+        });
+        let e = &mut groups[g as usize];
+        e.3 = e.3.max(s.occurrence + 1); // occurrence < n_scopes: checked by `PlanFile::check`
+        group_of_scope[s.id as usize] = g;
+    }
+    // Occurrences are dense in a real trace (0..k for k same-named siblings), so the nodes
+    // number exactly the scopes; a sparse document would ask for far larger tables.
+    let mut next = 1u64;
+    for g in &mut groups {
+        g.2 = next as u32;
+        next += g.3 as u64;
+        if next > n_scopes as u64 {
+            return err("scope occurrences are not numbered densely");
+        }
+    }
+    let nodes = next as u32;
+    let mut node_of = vec![0u32; n_scopes];
+    let mut taken = vec![false; nodes as usize];
+    for s in file.scopes.iter().skip(1) {
+        let id = groups[group_of_scope[s.id as usize] as usize].2 + s.occurrence;
+        if std::mem::replace(&mut taken[id as usize], true) {
+            return err(format!(
+                "scope {} repeats its parent, name and occurrence",
+                s.id
+            ));
+        }
+        node_of[s.id as usize] = id;
+    }
+    Ok(Scopes {
+        node_of,
+        groups,
+        nodes,
+    })
+}
+
+/// Hash table of scope groups keyed by (renumbered parent, name).
+fn scope_group_table(scopes: &Scopes<'_>) -> Vec<ScopeGroup> {
+    let cap = (scopes.groups.len() * 2).next_power_of_two().max(8);
+    let mut table = vec![ScopeGroup::default(); cap];
+    for &(parent, name, base, count) in &scopes.groups {
+        let parent = scopes.node_of[parent as usize];
+        let hash = name_hash(parent, name);
+        let mut i = hash as usize & (cap - 1);
+        while table[i].count != 0 {
+            i = (i + 1) & (cap - 1);
+        }
+        table[i] = ScopeGroup {
+            hash,
+            parent,
+            name: name.into(),
+            base,
+            count,
+        };
+    }
+    table
+}
+
+/// Slots indexed per node by ordinal, and each node's `(first, end)` slot range.
+type SlotTable = (Vec<Slot>, Vec<(u32, u32)>);
+
+/// The slots, indexed per node by ordinal, and each node's range.
+fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, CompileError> {
+    let mut slot_count = vec![0u32; scopes.nodes as usize];
+    for s in &file.slots {
+        let node = scopes.node_of[s.scope as usize] as usize;
+        slot_count[node] = slot_count[node].max(s.ordinal + 1); // ordinal < slots: checked
+    }
+    // Ordinals are dense in a real plan; allow some slack, never a table far larger than
+    // the document.
+    let total: u64 = slot_count.iter().map(|&c| c as u64).sum();
+    if total > 2 * file.slots.len() as u64 + scopes.nodes as u64 {
+        return err("slot ordinals are not numbered densely");
+    }
+    let mut ranges = Vec::with_capacity(slot_count.len());
+    let mut next = 0u32;
+    for &c in &slot_count {
+        ranges.push((next, next + c));
+        next += c;
+    }
+    let mut slots: Vec<Slot> = (0..total).map(|_| Slot::empty()).collect();
+    for s in &file.slots {
+        let node = scopes.node_of[s.scope as usize] as usize;
+        let slot = &mut slots[(ranges[node].0 + s.ordinal) as usize];
+        if slot.flag_bits() != 0 {
+            return err(format!(
+                "two slots for scope {} ordinal {}",
+                s.scope, s.ordinal
+            ));
+        }
+        slot.size = s.size;
+        match s.offset {
+            Some(o) => {
+                slot.offset = o;
+                slot.max_align = offset_align(o);
+                slot.flags = AtomicU8::new(PLANNED);
+            }
+            None => slot.flags = AtomicU8::new(ESCAPING),
+        }
+    }
+    Ok((slots, ranges))
+}
+
+/// The address groups and cover lists of the planned slots.
+struct Groups {
+    offsets: Vec<u64>,
+    cover_start: Vec<u32>,
+    cover: Vec<u32>,
+}
+
+/// Sorted distinct start offsets of the slots in the slab.
+fn group_offsets(slots: &[Slot]) -> Vec<u64> {
+    let mut offsets: Vec<u64> = slots
+        .iter()
+        .filter(|s| s.in_slab())
+        .map(|s| s.offset)
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    offsets
+}
+
+/// Assigns each slot its group range and returns each group's furthest slot end.
+fn assign_groups(slots: &mut [Slot], offsets: &[u64]) -> Vec<u64> {
+    let mut max_end = vec![0u64; offsets.len()];
+    for s in slots.iter_mut().filter(|s| s.in_slab()) {
+        let g = offsets.partition_point(|&o| o < s.offset);
+        let end = s.offset + s.size;
+        s.group = g as u32;
+        s.group_end = offsets.partition_point(|&o| o < end) as u32;
+        max_end[g] = max_end[g].max(end);
+    }
+    max_end
+}
+
+/// Sweeps the groups by offset, calling `visit(g, covering)` with the groups below `g`
+/// whose furthest slot end passes `g`'s offset.
+fn sweep_covers(offsets: &[u64], max_end: &[u64], mut visit: impl FnMut(usize, &[u32])) {
+    let mut active: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
+    let mut ids: Vec<u32> = Vec::new();
+    for (g, &off) in offsets.iter().enumerate() {
+        while active.peek().is_some_and(|r| r.0 .0 <= off) {
+            active.pop();
+        }
+        ids.clear();
+        ids.extend(active.iter().map(|r| r.0 .1));
+        visit(g, &ids);
+        active.push(std::cmp::Reverse((max_end[g], g as u32)));
+    }
+}
+
+/// Words one hand-out of each slot checks (its range's groups plus its cover list), or
+/// 0 for slots not in the slab; computed without building the cover lists.
+fn check_costs(slots: &[Slot], offsets: &[u64], max_end: &[u64]) -> Vec<u64> {
+    let mut cover_len = vec![0u64; offsets.len()];
+    let mut active: BinaryHeap<std::cmp::Reverse<u64>> = BinaryHeap::new();
+    for (g, &off) in offsets.iter().enumerate() {
+        while active.peek().is_some_and(|r| r.0 <= off) {
+            active.pop();
+        }
+        cover_len[g] = active.len() as u64;
+        active.push(std::cmp::Reverse(max_end[g]));
+    }
+    slots
+        .iter()
+        .map(|s| {
+            if s.in_slab() {
+                (s.group_end - s.group) as u64 + cover_len[s.group as usize]
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// The check-word budget of a plan: linear in its slots.
+fn check_budget(planned: usize) -> u64 {
+    32 * planned as u64 + 65_536
+}
+
+/// Demotes the costliest slots until the plan's total check cost fits the budget;
+/// returns how many were demoted. Demoting a slot only shrinks the others' costs, so the
+/// remaining total is at most the estimate.
+fn demote_costly(slots: &mut [Slot], costs: &[u64]) -> u64 {
+    let planned = slots.iter().filter(|s| s.in_slab()).count();
+    let mut total: u64 = costs.iter().sum();
+    let budget = check_budget(planned);
+    if total <= budget {
+        return 0;
+    }
+    let mut order: Vec<u32> = (0..slots.len() as u32)
+        .filter(|&i| costs[i as usize] > 0)
+        .collect();
+    order.sort_unstable_by_key(|&i| std::cmp::Reverse(costs[i as usize]));
+    let mut demoted = 0;
+    for i in order {
+        if total <= budget {
+            break;
+        }
+        slots[i as usize].flags = AtomicU8::new(PLANNED | DEMOTED);
+        total -= costs[i as usize];
+        demoted += 1;
+    }
+    demoted
+}
+
+fn build_groups(slots: &mut [Slot]) -> (Groups, u64) {
+    let mut offsets = group_offsets(slots);
+    let mut max_end = assign_groups(slots, &offsets);
+    let demoted = demote_costly(slots, &check_costs(slots, &offsets, &max_end));
+    if demoted > 0 {
+        offsets = group_offsets(slots);
+        max_end = assign_groups(slots, &offsets);
+    }
+    let mut cover_start = Vec::with_capacity(offsets.len() + 1);
+    let mut cover = Vec::new();
+    sweep_covers(&offsets, &max_end, |_, ids| {
+        cover_start.push(cover.len() as u32);
+        cover.extend_from_slice(ids);
+    });
+    cover_start.push(cover.len() as u32);
+    debug_assert!(
+        cover.len() as u64 <= check_budget(slots.len()),
+        "cover lists stay within the check budget"
+    );
+    for s in slots.iter_mut().filter(|s| s.in_slab()) {
+        s.cover_start = cover_start[s.group as usize];
+        s.cover_end = cover_start[s.group as usize + 1];
+    }
+    (
+        Groups {
+            offsets,
+            cover_start,
+            cover,
+        },
+        demoted,
+    )
+}
+
+/// Offset -> group table for frees.
+fn offset_table(offsets: &[u64]) -> Vec<(u64, u32)> {
+    let cap = (offsets.len() * 2).next_power_of_two().max(8);
+    let mut table = vec![(u64::MAX, 0u32); cap];
+    for (g, &off) in offsets.iter().enumerate() {
+        let mut i = offset_slot(off, cap);
+        while table[i].0 != u64::MAX {
+            i = (i + 1) & (cap - 1);
+        }
+        table[i] = (off, g as u32);
+    }
+    table
 }
 
 impl CompiledPlan {
-    /// Builds the tables; rejects inconsistent documents.
-    pub(crate) fn compile(file: &PlanFile) -> Result<CompiledPlan, String> {
-        file.check()?;
-        let n_scopes = file.scopes.len();
-        // Group scopes by (parent, name) in order of first appearance.
-        let mut group_of_scope = vec![u32::MAX; n_scopes];
-        let mut groups: Vec<(u32, &str, u32)> = Vec::new(); // (orig parent, name, max occ)
-        let mut lookup: std::collections::HashMap<(u32, &str), u32> = Default::default();
-        for s in file.scopes.iter().skip(1) {
-            let parent = s.parent.unwrap_or(0);
-            let g = *lookup.entry((parent, s.name.as_str())).or_insert_with(|| {
-                groups.push((parent, s.name.as_str(), 0));
-                groups.len() as u32 - 1
-            });
-            let e = &mut groups[g as usize];
-            e.2 = e.2.max(s.occurrence);
-            group_of_scope[s.id as usize] = g;
+    /// Builds the tables; rejects inconsistent or oversized documents before sizing any
+    /// table from them.
+    pub(crate) fn compile(file: &PlanFile) -> Result<CompiledPlan, CompileError> {
+        if file.slots.len() > MAX_SLOTS || file.scopes.len() > MAX_SCOPES {
+            return err(format!(
+                "{} slots and {} scopes exceed the limits ({MAX_SLOTS}, {MAX_SCOPES})",
+                file.slots.len(),
+                file.scopes.len()
+            ));
         }
-        let mut base = Vec::with_capacity(groups.len());
-        let mut next = 1u32;
-        for &(_, _, max_occ) in &groups {
-            base.push(next);
-            next = next.checked_add(max_occ + 1).ok_or("too many scopes")?;
-        }
-        let nodes = next;
-        let mut new_id = vec![0u32; n_scopes];
-        let mut taken = vec![false; nodes as usize];
-        for s in file.scopes.iter().skip(1) {
-            let id = base[group_of_scope[s.id as usize] as usize] + s.occurrence;
-            if std::mem::replace(&mut taken[id as usize], true) {
-                return Err(format!(
-                    "scope {} repeats its parent, name and occurrence",
-                    s.id
-                ));
-            }
-            new_id[s.id as usize] = id;
-        }
-        // Scope group hash table, keyed by (new parent id, name).
-        let cap = (groups.len() * 2).next_power_of_two().max(8);
-        let mut scope_groups = vec![ScopeGroup::default(); cap];
-        for (g, &(parent, name, max_occ)) in groups.iter().enumerate() {
-            let parent = new_id[parent as usize];
-            let hash = name_hash(parent, name);
-            let mut i = hash as usize & (cap - 1);
-            while scope_groups[i].count != 0 {
-                i = (i + 1) & (cap - 1);
-            }
-            scope_groups[i] = ScopeGroup {
-                hash,
-                parent,
-                name: name.into(),
-                base: base[g],
-                count: max_occ + 1,
-            };
-        }
-        // Slots per node.
-        let mut slot_count = vec![0u32; nodes as usize];
-        for s in &file.slots {
-            let node = new_id[s.scope as usize] as usize;
-            slot_count[node] = slot_count[node].max(s.ordinal.saturating_add(1));
-        }
-        let mut slot_base = Vec::with_capacity(nodes as usize);
-        let mut total = 0u64;
-        for &c in &slot_count {
-            slot_base.push(total as u32);
-            total += c as u64;
-            if total > u32::MAX as u64 / 2 {
-                return Err("too many slots".into());
-            }
-        }
-        let mut slots = vec![Slot::default(); total as usize];
-        for s in &file.slots {
-            let node = new_id[s.scope as usize] as usize;
-            let slot = &mut slots[(slot_base[node] + s.ordinal) as usize];
-            if slot.flags != 0 {
-                return Err(format!(
-                    "two slots for scope {} ordinal {}",
-                    s.scope, s.ordinal
-                ));
-            }
-            slot.size = s.size;
-            match s.offset {
-                Some(o) => {
-                    slot.offset = o;
-                    slot.max_align = if o == 0 {
-                        SLAB_ALIGN
-                    } else {
-                        (1u64 << o.trailing_zeros()).min(SLAB_ALIGN)
-                    };
-                    slot.flags = PLANNED;
-                }
-                None => {
-                    slot.flags = ESCAPING;
-                }
-            }
-        }
-        // Address groups.
-        let mut group_offsets: Vec<u64> = slots
-            .iter()
-            .filter(|s| s.flags == PLANNED)
-            .map(|s| s.offset)
-            .collect();
-        group_offsets.sort_unstable();
-        group_offsets.dedup();
-        let mut group_max_end = vec![0u64; group_offsets.len()];
-        for s in slots.iter_mut().filter(|s| s.flags == PLANNED) {
-            let g = group_offsets.partition_point(|&o| o < s.offset);
-            let end = s.offset + s.size;
-            s.group = g as u32;
-            s.group_end = group_offsets.partition_point(|&o| o < end) as u32;
-            group_max_end[g] = group_max_end[g].max(end);
-        }
-        // Cover lists: groups below `g` whose furthest slot end passes `g`'s offset.
-        let mut cover_start = Vec::with_capacity(group_offsets.len() + 1);
-        let mut cover = Vec::new();
-        let mut active: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
-            Default::default();
-        for (g, &off) in group_offsets.iter().enumerate() {
-            while active.peek().is_some_and(|r| r.0 .0 <= off) {
-                active.pop();
-            }
-            cover_start.push(cover.len() as u32);
-            cover.extend(active.iter().map(|r| r.0 .1));
-            active.push(std::cmp::Reverse((group_max_end[g], g as u32)));
-        }
-        cover_start.push(cover.len() as u32);
-        for s in slots.iter_mut().filter(|s| s.flags == PLANNED) {
-            s.cover_start = cover_start[s.group as usize];
-            s.cover_end = cover_start[s.group as usize + 1];
-        }
-        // Offset -> group table for frees.
-        let cap = (group_offsets.len() * 2).next_power_of_two().max(8);
-        let mut offset_table = vec![(u64::MAX, 0u32); cap];
-        for (g, &off) in group_offsets.iter().enumerate() {
-            let mut i = offset_slot(off, cap);
-            while offset_table[i].0 != u64::MAX {
-                i = (i + 1) & (cap - 1);
-            }
-            offset_table[i] = (off, g as u32);
-        }
+        file.check().map_err(CompileError)?;
+        let scopes = renumber_scopes(file)?;
+        let scope_groups = scope_group_table(&scopes);
+        let (mut slots, slot_ranges) = slot_table(file, &scopes)?;
+        let (groups, _demoted) = build_groups(&mut slots);
+        let offset_table = offset_table(&groups.offsets);
+        debug_assert_eq!(groups.cover_start.len(), groups.offsets.len() + 1);
         Ok(CompiledPlan {
             key: file.key.as_str().into(),
             height: file.height,
-            nodes,
+            nodes: scopes.nodes,
             scope_groups,
-            slot_ranges: slot_base
-                .iter()
-                .zip(&slot_count)
-                .map(|(&b, &c)| (b, b + c))
-                .collect(),
+            slot_ranges,
             slots,
-            group_offsets,
-            cover,
+            group_offsets: groups.offsets,
+            cover: groups.cover,
             offset_table,
+            pass_ends: AtomicU32::new(0),
         })
     }
 
@@ -250,7 +461,7 @@ impl CompiledPlan {
     }
 
     /// The slot of `(node, ordinal)`, if the plan has one.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
         let &(first, end) = self.slot_ranges.get(node as usize)?;
         (ordinal < end - first).then_some(first + ordinal)
@@ -285,6 +496,39 @@ impl CompiledPlan {
             i = (i + 1) & (cap - 1);
         }
     }
+
+    /// Notes that a replayed pass ended; returns the pass-end clock for
+    /// [`CompiledPlan::note_outlived`].
+    pub(crate) fn note_pass_end(&self) -> u32 {
+        self.pass_ends
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1)
+            .max(1)
+    }
+
+    /// Notes that slot `index` was live when the replayed pass ending at `now` (from
+    /// [`CompiledPlan::note_pass_end`]) ended; demotes the slot when its blocks outlived
+    /// another pass in the last [`OUTLIVED_WINDOW`] pass ends. Returns whether it was
+    /// demoted now. Runs at pass boundaries.
+    pub(crate) fn note_outlived(&self, index: u32, now: u32) -> bool {
+        let Some(slot) = self.slots.get(index as usize) else {
+            return false;
+        };
+        let before = slot.outlived_at.swap(now, Ordering::Relaxed);
+        if before != 0 && now.wrapping_sub(before) <= OUTLIVED_WINDOW {
+            let flags = slot.flags.fetch_or(DEMOTED, Ordering::Relaxed);
+            return flags & DEMOTED == 0;
+        }
+        false
+    }
+
+    /// Slots planned into the slab but served by the backend.
+    pub(crate) fn demoted(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.flag_bits() & DEMOTED != 0)
+            .count() as u64
+    }
 }
 
 #[inline]
@@ -292,9 +536,10 @@ fn offset_slot(offset: u64, cap: usize) -> usize {
     (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cap - 1)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::geometry::SLAB_ALIGN;
     use crate::trace::{PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 
     fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
@@ -345,6 +590,10 @@ mod tests {
         }
     }
 
+    fn flags(c: &CompiledPlan, i: u32) -> u8 {
+        c.slots[i as usize].flag_bits()
+    }
+
     #[test]
     fn renumbers_sibling_occurrences_contiguously() {
         let c = CompiledPlan::compile(&file()).unwrap();
@@ -354,13 +603,12 @@ mod tests {
         let (im2col, _) = c.scope_group(conv + 1, "im2col").unwrap();
         assert!(c.scope_group(conv, "im2col").is_none());
         let s = c.slot_index(im2col, 0).unwrap();
-        assert_eq!(c.slots[s as usize].flags, ESCAPING);
+        assert_eq!(flags(&c, s), ESCAPING);
         let (relu, _) = c.scope_group(0, "relu").unwrap();
-        assert!(c
-            .slot_index(relu, 0)
-            .is_some_and(|s| c.slots[s as usize].flags == 0));
+        assert!(c.slot_index(relu, 0).is_some_and(|s| flags(&c, s) == 0));
         assert!(c.slot_index(relu, 3).is_none());
-        assert_eq!(c.slots.iter().filter(|s| s.flags == PLANNED).count(), 5);
+        assert_eq!(c.slots.iter().filter(|s| s.in_slab()).count(), 5);
+        assert_eq!(c.nodes(), 5);
     }
 
     #[test]
@@ -373,7 +621,7 @@ mod tests {
         let at_160 = c
             .slots
             .iter()
-            .find(|s| s.flags == PLANNED && s.group == 3)
+            .find(|s| s.in_slab() && s.group == 3)
             .unwrap();
         let mut cover = c.cover_of_slot(at_160).to_vec();
         cover.sort_unstable();
@@ -410,5 +658,100 @@ mod tests {
         let mut f = file();
         f.version = 99;
         assert!(CompiledPlan::compile(&f).is_err());
+    }
+
+    #[test]
+    fn rejects_sparse_numbering_before_sizing_tables() {
+        // An ordinal past the number of slots would size a table by the ordinal.
+        let mut f = file();
+        f.slots[0].ordinal = 4_000_000_000;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("ordinal"), "{e}");
+        // u32::MAX as an occurrence used to overflow.
+        let mut f = file();
+        f.scopes[3].occurrence = u32::MAX;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("occurrence"), "{e}");
+        // Occurrences below the scope count but sparse: nodes would outnumber scopes.
+        let mut f = file();
+        f.scopes[3].occurrence = 4;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("densely"), "{e}");
+        // Ordinals below the slot count but sparse in many scopes.
+        let mut f = file();
+        for (i, s) in f.slots.iter_mut().enumerate() {
+            s.ordinal = 5 - i as u32;
+        }
+        assert!(CompiledPlan::compile(&f).is_ok(), "slack is allowed");
+        let mut f = file();
+        f.height = 1 << 40;
+        assert!(CompiledPlan::compile(&f).unwrap_err().0.contains("height"));
+        let mut f = file();
+        f.slots[0].align = 1 << 22;
+        f.slots[0].offset = Some(0);
+        assert!(CompiledPlan::compile(&f)
+            .unwrap_err()
+            .0
+            .contains("alignment"));
+    }
+
+    /// `n` slots nested in address (slot `i` at offset `16 i`, all reaching `16 n + 16`):
+    /// each one's check covers every group of the others, quadratic without demotion;
+    /// then `n` small disjoint slots above them, which are cheap.
+    fn nested(n: u32) -> PlanFile {
+        let mut f = file();
+        f.scopes.truncate(1);
+        let top = 16 * n as u64 + 16;
+        f.height = 2 * top;
+        f.slots = (0..n)
+            .map(|i| slot(0, i, top - 16 * i as u64, Some(16 * i as u64)))
+            .chain((0..n).map(|i| slot(0, n + i, 16, Some(top + 16 * i as u64))))
+            .collect();
+        f
+    }
+
+    #[test]
+    fn heavily_overlapping_plans_compile_to_linear_tables() {
+        let n = 20_000;
+        let c = CompiledPlan::compile(&nested(n)).unwrap();
+        let budget = check_budget(2 * n as usize);
+        assert!(
+            c.cover.len() as u64 <= budget,
+            "{} cover words",
+            c.cover.len()
+        );
+        let cost: u64 = c
+            .slots
+            .iter()
+            .filter(|s| s.in_slab())
+            .map(|s| (s.group_end - s.group) as u64 + (s.cover_end - s.cover_start) as u64)
+            .sum();
+        assert!(cost <= budget, "check cost {cost} > {budget}");
+        assert!(c.demoted() > 0);
+        assert!(
+            c.slots[n as usize..].iter().all(|s| s.in_slab()),
+            "the cheap slots stay in the slab"
+        );
+        // A plan without heavy overlap demotes nothing.
+        assert_eq!(CompiledPlan::compile(&file()).unwrap().demoted(), 0);
+    }
+
+    #[test]
+    fn slots_whose_blocks_keep_outliving_passes_are_demoted() {
+        let c = CompiledPlan::compile(&file()).unwrap();
+        let s = c.slot_index(0, 0).unwrap();
+        let t = c.slot_index(0, 0).unwrap() + 1;
+        // Outliving now and then (further apart than the window) demotes nothing.
+        for k in 0..5 {
+            assert!(!c.note_outlived(t, 1 + k * (OUTLIVED_WINDOW + 1)));
+        }
+        assert!(c.slots[t as usize].in_slab());
+        // Twice within the window demotes, once.
+        assert!(!c.note_outlived(s, 100));
+        assert!(c.slots[s as usize].in_slab());
+        assert!(c.note_outlived(s, 102));
+        assert!(!c.slots[s as usize].in_slab());
+        assert!(!c.note_outlived(s, 103), "demoted once");
+        assert_eq!(c.demoted(), 1);
     }
 }

@@ -1,5 +1,6 @@
 //! Settings: `MEMO_MODE`, `MEMO_STRATEGY`, `MEMO_TRACE_DIR`, `MEMO_PLAN_DIR`,
-//! `MEMO_BACKTRACE`, `MEMO_MAX_PLANS`, read once at the first pass, or set in code first.
+//! `MEMO_BACKTRACE`, `MEMO_MAX_PLANS`, `MEMO_MAX_PROFILE_EVENTS`, `MEMO_MAX_PROFILE_BYTES`,
+//! read once at the first pass, or set in code first.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -48,8 +49,16 @@ pub struct Config {
     pub plan_dir: Option<PathBuf>,
     /// Capture call sites during profiling (`MEMO_BACKTRACE=1`).
     pub backtrace: bool,
-    /// Most plans kept; the least recently used is dropped with its slabs (`MEMO_MAX_PLANS`).
+    /// Most plans kept (`MEMO_MAX_PLANS`). Beyond it, the least used plan is dropped with
+    /// its slabs, and a key with no plan is profiled only if it is used more than that plan.
     pub max_plans: usize,
+    /// Most events (allocations, frees, reallocs, op enters and exits) one profile records
+    /// (`MEMO_MAX_PROFILE_EVENTS`); past it the profile is abandoned and the pass goes on
+    /// on the backend.
+    pub max_profile_events: u64,
+    /// Most bytes one profile's own buffers may take (`MEMO_MAX_PROFILE_BYTES`); past it
+    /// the profile is abandoned likewise.
+    pub max_profile_bytes: u64,
     /// A replayed key whose passes miss more than this share of allocations over
     /// [`Config::miss_window`] passes is profiled again.
     pub replan_miss_ratio: f64,
@@ -66,6 +75,8 @@ impl Default for Config {
             plan_dir: None,
             backtrace: false,
             max_plans: 64,
+            max_profile_events: 1 << 22,
+            max_profile_bytes: 1 << 29,
             replan_miss_ratio: 0.05,
             miss_window: 3,
         }
@@ -107,6 +118,17 @@ impl Config {
                 _ => eprintln!("memomalloc: MEMO_MAX_PLANS={v:?} is not a positive number"),
             }
         }
+        for (var, field) in [
+            ("MEMO_MAX_PROFILE_EVENTS", &mut c.max_profile_events),
+            ("MEMO_MAX_PROFILE_BYTES", &mut c.max_profile_bytes),
+        ] {
+            if let Ok(v) = std::env::var(var) {
+                match v.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => *field = n,
+                    _ => eprintln!("memomalloc: {var}={v:?} is not a positive number"),
+                }
+            }
+        }
         c
     }
 }
@@ -116,7 +138,8 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 /// Sets the configuration before the first pass. Returns `false` (and changes nothing) if
 /// the configuration was already fixed, by an earlier call or by the first pass.
 pub fn configure(config: Config) -> bool {
-    crate::tls::with_bookkeeping(|| CONFIG.set(config).is_ok())
+    // Setting the value moves it in: nothing is allocated, so no re-entrancy guard.
+    CONFIG.set(config).is_ok()
 }
 
 /// The configuration in force (read from the environment on first use).

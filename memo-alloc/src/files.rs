@@ -7,13 +7,10 @@
 //! the one written last (highest `<n>`, then name order) wins.
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 
-use crate::compile::CompiledPlan;
-use crate::registry;
-use crate::slab::Slabs;
-use crate::sync::Ordering;
-use crate::trace::{PlanFile, Trace};
+use crate::stats::PlanRejection;
+use crate::sync::{plain::AtomicU64, Ordering};
+use crate::trace::{PlanFile, Trace, FORMAT_VERSION, PLAN_FORMAT};
 
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
 
@@ -78,21 +75,46 @@ pub fn read_trace(path: &Path) -> Result<Trace, String> {
 
 /// Reads and checks a plan document.
 pub fn read_plan(path: &Path) -> Result<PlanFile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    read_plan_checked(path).map_err(|(_, e)| e)
+}
+
+/// Plan files larger than this are rejected unread (a plan of the largest size a slab
+/// table accepts is far smaller).
+const MAX_PLAN_FILE_BYTES: u64 = 1 << 30;
+
+/// Reads a plan document and checks it; on failure, why and a message naming the file.
+pub(crate) fn read_plan_checked(path: &Path) -> Result<PlanFile, (PlanRejection, String)> {
+    let fail = |why, e: &dyn std::fmt::Display| (why, format!("{}: {e}", path.display()));
+    let len = std::fs::metadata(path)
+        .map_err(|e| fail(PlanRejection::Unreadable, &e))?
+        .len();
+    if len > MAX_PLAN_FILE_BYTES {
+        let msg = format!("{len} bytes exceed the {MAX_PLAN_FILE_BYTES}-byte limit");
+        return Err(fail(PlanRejection::Invalid, &msg));
+    }
+    let mut text = Vec::new();
+    text.try_reserve_exact(len as usize)
+        .map_err(|e| fail(PlanRejection::Unreadable, &e))?;
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut text))
+        .map_err(|e| fail(PlanRejection::Unreadable, &e))?;
     let plan: PlanFile =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    plan.check()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_slice(&text).map_err(|e| fail(PlanRejection::Malformed, &e))?;
+    if plan.format != PLAN_FORMAT || plan.version != FORMAT_VERSION {
+        let msg = format!(
+            "format {:?} version {} is not a memomalloc plan version {FORMAT_VERSION}",
+            plan.format, plan.version
+        );
+        return Err(fail(PlanRejection::Unsupported, &msg));
+    }
+    plan.check().map_err(|e| fail(PlanRejection::Invalid, &e))?;
     Ok(plan)
 }
 
-/// Loads every plan of `dir` into the registry; returns how many keys got a plan.
-pub(crate) fn load_plans(dir: &Path, max_plans: usize) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        eprintln!("memomalloc: MEMO_PLAN_DIR {} cannot be read", dir.display());
-        return 0;
-    };
-    let mut paths: Vec<_> = entries
+/// The plan files of `dir` in load order: every `*.plan.json`, by the serial number in
+/// its name, then by name (so when a key has several, the one written last wins).
+pub(crate) fn plan_files(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".plan.json"))
         .collect();
@@ -108,20 +130,5 @@ pub(crate) fn load_plans(dir: &Path, max_plans: usize) -> usize {
             .unwrap_or(0)
     };
     paths.sort_by(|a, b| serial(a).cmp(&serial(b)).then_with(|| a.cmp(b)));
-    let mut loaded = 0;
-    for path in paths {
-        let compiled = read_plan(&path).and_then(|p| {
-            CompiledPlan::compile(&p).map_err(|e| format!("{}: {e}", path.display()))
-        });
-        match compiled {
-            Ok(plan) => {
-                if let Some(entry) = registry::entry(&plan.key) {
-                    entry.publish(Box::new(Slabs::new(plan)), max_plans);
-                    loaded += 1;
-                }
-            }
-            Err(e) => eprintln!("memomalloc: skipping plan {e}"),
-        }
-    }
-    loaded
+    Ok(paths)
 }

@@ -30,6 +30,26 @@
 //!   ([`MissReason`], [`stats`]). A key that misses often is profiled again.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
+//! - Guards may be dropped in any order: each ends its own pass or scope (passes are
+//!   identified by identity, not by their place on a stack).
+//!
+//! # Never taking the process down
+//! - A backend out of memory: the caller gets null; a profile whose bookkeeping cannot
+//!   grow is abandoned and the pass goes on on the backend ([`Stats::profiles_abandoned`]).
+//! - A profile is bounded (`MEMO_MAX_PROFILE_EVENTS`, `MEMO_MAX_PROFILE_BYTES`); past the
+//!   bound it is abandoned likewise, and the key backs off before profiling again.
+//! - A pass that unwinds (a panic) is abandoned: its profile is not planned, and what its
+//!   replay did counts toward no re-profiling.
+//! - Plan files are checked against bounds before anything is sized from them; a bad one
+//!   is rejected with one line on stderr and its key profiled afresh
+//!   ([`Stats::plan_files_rejected`]).
+//! - `fork()` at any moment: the fork handlers take every lock of the allocator, so the
+//!   child finds none held, and its passes profile, plan and replay.
+//! - A block kept past its pass pins its slab instance: the instance's other pages are
+//!   returned to the OS, the pool reuses pinned instances rather than grow without bound,
+//!   and a slot whose blocks keep outliving passes is served by the backend.
+//! - At most `MEMO_MAX_PLANS` keys keep plans, admitted by frequency of use, so that a
+//!   working set keeps its plans under cyclic access ([`Stats::churn`] counts the rest).
 //!
 //! # What is planned
 //! Allocations made on the pass's thread between `pass()` and the guard's drop, freed on
@@ -42,17 +62,27 @@
 //! before it: `MEMO_MODE=replay|profile|off`, `MEMO_STRATEGY=<offset strategy>`,
 //! `MEMO_TRACE_DIR=<dir>` (write each profiled pass's trace and plan as JSON),
 //! `MEMO_PLAN_DIR=<dir>` (load plans written earlier; their keys skip profiling),
-//! `MEMO_BACKTRACE=1` (capture call sites while profiling), `MEMO_MAX_PLANS=<n>`.
+//! `MEMO_BACKTRACE=1` (capture call sites while profiling), `MEMO_MAX_PLANS=<n>`,
+//! `MEMO_MAX_PROFILE_EVENTS=<n>`, `MEMO_MAX_PROFILE_BYTES=<n>`. See [`Config`].
 
 #![warn(missing_docs)]
 
+mod api;
+mod cache;
 mod compile;
 pub mod config;
+mod fallible;
 pub mod files;
+mod fork;
+mod geometry;
 mod hash;
-mod init;
+mod lifecycle;
 mod live_table;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod pass;
+mod planning;
+mod reclaim;
 mod recorder;
 mod region;
 mod registry;
@@ -62,17 +92,20 @@ mod slab;
 pub mod stats;
 mod sync;
 pub mod tag;
+#[doc(hidden)]
+pub mod testing;
 mod tls;
 pub mod trace;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
+pub use api::{observe, op, pass, OpGuard, PassGuard};
 pub use config::{configure, Config, Mode};
-pub use pass::{observe, op, pass, OpGuard, PassGuard};
 pub use report::{report, stats, PassReport};
-pub use stats::{MissReason, Stats};
+pub use stats::{AbandonReason, MissReason, PlanRejection, Stats};
 
 use pass::Pass;
+use replay::Miss;
 use tls::Hot;
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
@@ -103,19 +136,27 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 
     /// The allocation path: one thread-local read decides between the backend, the slab
     /// and the recorder.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc`.
     #[inline(always)]
     unsafe fn alloc_impl(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         let (hot, pass) = tls::hot_pass();
+        debug_assert!(hot == Hot::Backend || !pass.is_null());
         match hot {
             // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
             Hot::Backend => unsafe { self.backend_alloc(layout, zeroed) },
             // SAFETY: `hot == Replay` only while `pass` is this thread's replayed pass.
             Hot::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
-            // SAFETY: forwarded.
-            Hot::Profile => unsafe { self.alloc_profiled(layout, zeroed) },
+            // SAFETY: `hot == Profile` only while `pass` is this thread's profiled pass.
+            Hot::Profile => unsafe { self.alloc_profiled(&mut *pass, layout, zeroed) },
+            // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
+            Hot::Counted => unsafe { self.alloc_counted(&mut *pass, layout, zeroed) },
         }
     }
 
+    /// # Safety
+    /// `pass` is this thread's replayed pass; the rest as `GlobalAlloc::alloc`.
     #[inline]
     unsafe fn alloc_replayed(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: `pass` is this thread's replayed pass.
@@ -130,58 +171,92 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
                 ptr
             }
             // SAFETY: forwarded.
-            Err(reason) => unsafe { self.alloc_missed(pass, reason, layout, zeroed) },
+            Err(miss) => unsafe { self.alloc_missed(pass, miss, layout, zeroed) },
         }
     }
 
+    /// A replayed request the slab did not serve: the backend serves it and the miss is
+    /// counted, unless the backend fails too (then the request used up no slot and counts
+    /// nowhere) or the thread is unwinding (then the pass is abandoned: the rest of it runs
+    /// on the backend, uncounted).
+    ///
+    /// # Safety
+    /// As [`Self::alloc_replayed`], with `miss` just returned by `replay::alloc`.
     #[cold]
     #[inline(never)]
     unsafe fn alloc_missed(
         &self,
         pass: &mut Pass,
-        reason: MissReason,
+        miss: Miss,
         layout: Layout,
         zeroed: bool,
     ) -> *mut u8 {
-        pass::count_miss(pass, reason);
-        // SAFETY: forwarded.
-        unsafe { self.backend_alloc(layout, zeroed) }
-    }
-
-    /// Profiling: the backend serves, then the recorder notes it with the guard set.
-    #[inline(never)]
-    unsafe fn alloc_profiled(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if std::thread::panicking() {
+            // SAFETY: right after the miss, on the pass's thread.
+            unsafe { replay::undo(pass, miss) };
+            tls::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
+            // SAFETY: forwarded.
+            return unsafe { self.backend_alloc(layout, zeroed) };
+        }
         // SAFETY: forwarded.
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
+            // SAFETY: right after the miss, on the pass's thread.
+            unsafe { replay::undo(pass, miss) };
             return ptr;
         }
-        tls::with(
-            |s| {
-                let p = s.pass.get();
-                if p.is_null() {
-                    return;
-                }
-                // SAFETY: `p` is this thread's running pass, owned by its guard.
-                let pass = unsafe { &mut *p };
-                let node = pass.node;
-                if let Some(rec) = pass.recorder.as_mut() {
-                    tls::begin_bookkeeping(s);
-                    rec.on_alloc(
-                        ptr,
-                        layout.size() as u64,
-                        layout.align() as u64,
-                        zeroed,
-                        node,
-                    );
-                    tls::end_bookkeeping(s);
-                }
-            },
-            (),
-        );
+        pass.counters.misses[miss.reason as usize] += 1;
         ptr
     }
 
+    /// Profiling: the backend serves, then the recorder notes it with the guard set.
+    ///
+    /// # Safety
+    /// `pass` is this thread's profiled pass; the rest as `GlobalAlloc::alloc`.
+    #[inline(never)]
+    unsafe fn alloc_profiled(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: forwarded.
+        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+        if ptr.is_null() {
+            return ptr; // a failed request is not part of the pass
+        }
+        pass.counters.allocations += 1;
+        let node = pass.node;
+        tls::with_bookkeeping(|| {
+            let recorded = match pass.recorder.as_mut() {
+                _ if std::thread::panicking() => Err(AbandonReason::Panic),
+                Some(rec) => rec.on_alloc(
+                    ptr,
+                    layout.size() as u64,
+                    layout.align() as u64,
+                    zeroed,
+                    node,
+                ),
+                None => Ok(()),
+            };
+            if let Err(reason) = recorded {
+                lifecycle::abandon_running(pass, reason);
+            }
+        });
+        ptr
+    }
+
+    /// A pass running on the backend: counted.
+    ///
+    /// # Safety
+    /// `pass` is this thread's running pass; the rest as `GlobalAlloc::alloc`.
+    #[inline]
+    unsafe fn alloc_counted(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: forwarded.
+        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+        if !ptr.is_null() {
+            pass.counters.allocations += 1;
+        }
+        ptr
+    }
+
+    /// # Safety
+    /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
     unsafe fn backend_alloc(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
@@ -194,36 +269,35 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         }
     }
 
+    /// # Safety
+    /// As `GlobalAlloc::dealloc`, for a backend pointer, on a thread in a profiled pass.
     #[cold]
     unsafe fn dealloc_profiled(&self, ptr: *mut u8, layout: Layout) {
-        tls::with(
-            |s| {
-                let p = s.pass.get();
-                if !p.is_null() {
-                    // SAFETY: this thread's running pass.
-                    if let Some(rec) = unsafe { (*p).recorder.as_mut() } {
-                        tls::begin_bookkeeping(s);
-                        rec.on_dealloc(ptr);
-                        tls::end_bookkeeping(s);
-                    }
+        let p = tls::pass();
+        // SAFETY: a non-null pass pointer is this thread's running pass.
+        if let Some(pass) = unsafe { p.as_mut() } {
+            tls::with_bookkeeping(|| {
+                if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.on_dealloc(ptr)) {
+                    lifecycle::abandon_running(pass, reason);
                 }
-            },
-            (),
-        );
+            });
+        }
         // SAFETY: forwarded from GlobalAlloc::dealloc.
         unsafe { self.backend.dealloc(ptr, layout) }
     }
 
+    /// # Safety
+    /// As `GlobalAlloc::realloc`, for a slab pointer `ptr` whose chunk `owner` owns.
     #[cold]
     unsafe fn realloc_slab(
         &self,
-        inst: *mut slab::Instance,
+        owner: *mut (),
         ptr: *mut u8,
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
         // SAFETY: `ptr` is a live slab pointer (GlobalAlloc::realloc's contract).
-        if new_size as u64 <= unsafe { replay::capacity(inst, ptr) } {
+        if new_size as u64 <= unsafe { replay::capacity(owner, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
@@ -231,45 +305,44 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         };
         // SAFETY: non-zero size (GlobalAlloc::realloc's contract).
         let new = unsafe { self.backend.alloc(new_layout) };
-        if !new.is_null() {
-            tls::with(
-                |s| {
-                    let p = s.pass.get();
-                    if !p.is_null() && s.hot.get() == Hot::Replay {
-                        // SAFETY: this thread's running pass.
-                        pass::count_miss(unsafe { &mut *p }, MissReason::ReallocGrow);
-                    }
-                },
-                (),
-            );
-            // SAFETY: both blocks are valid for the copied length and distinct.
-            unsafe {
-                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                replay::free(inst, ptr);
-            }
+        if new.is_null() {
+            return new;
+        }
+        if let (Hot::Replay, pass) = tls::hot_pass() {
+            // SAFETY: `hot == Replay`: this thread's running pass.
+            unsafe { (*pass).counters.misses[MissReason::ReallocGrow as usize] += 1 };
+        }
+        // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is a
+        // live slab pointer, freed once.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            replay::free(owner, ptr);
         }
         new
     }
 
+    /// # Safety
+    /// As `GlobalAlloc::realloc`, for a backend pointer, on a thread in a profiled pass.
     #[cold]
     unsafe fn realloc_profiled(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded from GlobalAlloc::realloc.
         let new = unsafe { self.backend.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            tls::with(
-                |s| {
-                    let p = s.pass.get();
-                    if !p.is_null() {
-                        // SAFETY: this thread's running pass.
-                        if let Some(rec) = unsafe { (*p).recorder.as_mut() } {
-                            tls::begin_bookkeeping(s);
-                            rec.on_realloc(ptr, new, new_size as u64, layout.align() as u64);
-                            tls::end_bookkeeping(s);
-                        }
-                    }
-                },
-                (),
-            );
+        if new.is_null() {
+            return new;
+        }
+        let p = tls::pass();
+        // SAFETY: a non-null pass pointer is this thread's running pass.
+        if let Some(pass) = unsafe { p.as_mut() } {
+            tls::with_bookkeeping(|| {
+                let align = layout.align() as u64;
+                let recorded = pass
+                    .recorder
+                    .as_mut()
+                    .map(|r| r.on_realloc(ptr, new, new_size as u64, align));
+                if let Some(Err(reason)) = recorded {
+                    lifecycle::abandon_running(pass, reason);
+                }
+            });
         }
         new
     }
@@ -295,9 +368,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if let Some(inst) = region::lookup(ptr) {
-            // SAFETY: a live pointer we handed out from a slab, and its instance.
-            return unsafe { replay::free(inst, ptr) };
+        if let Some(owner) = region::lookup(ptr) {
+            // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
+            return unsafe { replay::free(owner, ptr) };
         }
         match tls::hot() {
             // SAFETY: forwarded.
@@ -309,9 +382,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if let Some(inst) = region::lookup(ptr) {
-            // SAFETY: forwarded; `ptr` is a live slab pointer of `inst`.
-            return unsafe { self.realloc_slab(inst, ptr, layout, new_size) };
+        if let Some(owner) = region::lookup(ptr) {
+            // SAFETY: forwarded; `ptr` is a live slab pointer of `owner`.
+            return unsafe { self.realloc_slab(owner, ptr, layout, new_size) };
         }
         match tls::hot() {
             // SAFETY: forwarded.
@@ -322,7 +395,7 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};

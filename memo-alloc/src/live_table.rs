@@ -15,13 +15,19 @@ pub(crate) struct LiveTable {
 const INITIAL_BITS: u32 = 10;
 
 impl LiveTable {
-    pub(crate) fn new() -> LiveTable {
-        LiveTable {
-            keys: vec![0; 1 << INITIAL_BITS],
-            values: vec![0; 1 << INITIAL_BITS],
+    /// An empty table; `None` when memory ran out.
+    pub(crate) fn new() -> Option<LiveTable> {
+        Some(LiveTable {
+            keys: zeroed(1 << INITIAL_BITS)?,
+            values: zeroed(1 << INITIAL_BITS)?,
             len: 0,
             shift: 64 - INITIAL_BITS,
-        }
+        })
+    }
+
+    /// Bytes of the table's storage.
+    pub(crate) fn bytes(&self) -> usize {
+        self.keys.capacity() * std::mem::size_of::<usize>() + self.values.capacity() * 4
     }
 
     #[inline]
@@ -34,12 +40,17 @@ impl LiveTable {
         self.keys.len() - 1
     }
 
-    /// Maps `key` (non-zero) to `value`; returns the value it replaced.
-    pub(crate) fn insert(&mut self, key: usize, value: u32) -> Option<u32> {
+    /// Maps `key` (non-zero) to `value`; returns the value it replaced. `Err` when the
+    /// table had to grow and memory ran out (the table is unchanged).
+    pub(crate) fn insert(&mut self, key: usize, value: u32) -> Result<Option<u32>, ()> {
         debug_assert!(key != 0);
         if 2 * (self.len + 1) > self.keys.len() {
-            self.grow();
+            self.grow()?;
         }
+        Ok(self.insert_present(key, value))
+    }
+
+    fn insert_present(&mut self, key: usize, value: u32) -> Option<u32> {
         let mask = self.mask();
         let mut i = self.home(key);
         loop {
@@ -110,23 +121,31 @@ impl LiveTable {
             .map(|(&k, &v)| (k, v))
     }
 
-    fn grow(&mut self) {
-        let old_keys = std::mem::take(&mut self.keys);
-        let old_values = std::mem::take(&mut self.values);
-        let cap = old_keys.len() * 2;
-        self.keys = vec![0; cap];
-        self.values = vec![0; cap];
+    fn grow(&mut self) -> Result<(), ()> {
+        let cap = self.keys.len() * 2;
+        let (keys, values) = (zeroed(cap).ok_or(())?, zeroed(cap).ok_or(())?);
+        let old_keys = std::mem::replace(&mut self.keys, keys);
+        let old_values = std::mem::replace(&mut self.values, values);
         self.shift -= 1;
         self.len = 0;
         for (k, v) in old_keys.into_iter().zip(old_values) {
             if k != 0 {
-                self.insert(k, v);
+                self.insert_present(k, v);
             }
         }
+        Ok(())
     }
 }
 
-#[cfg(test)]
+/// `n` zeros, or `None` when memory ran out.
+fn zeroed<T: Copy + Default>(n: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, T::default());
+    Some(v)
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::collections::HashMap;
@@ -134,12 +153,12 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn behaves_like_a_hash_map(ops in proptest::collection::vec((0u8..3, 1usize..200), 0..3000)) {
-            let mut t = LiveTable::new();
+            let mut t = LiveTable::new().unwrap();
             let mut m: HashMap<usize, u32> = HashMap::new();
             for (n, (op, k)) in ops.into_iter().enumerate() {
                 let key = k * 16; // addresses are mostly 16-aligned: clustered homes
                 match op {
-                    0 | 1 => proptest::prop_assert_eq!(t.insert(key, n as u32), m.insert(key, n as u32)),
+                    0 | 1 => proptest::prop_assert_eq!(t.insert(key, n as u32), Ok(m.insert(key, n as u32))),
                     _ => proptest::prop_assert_eq!(t.remove(key), m.remove(&key)),
                 }
             }

@@ -7,9 +7,11 @@
 //! allocation, pairing stays exact when the backend reuses addresses and beyond 65,536
 //! allocations.
 
+use crate::fallible::try_grow;
 use crate::hash::FastMap;
 use crate::live_table::LiveTable;
-use crate::registry::SpinCell;
+use crate::stats::AbandonReason;
+use crate::sync::{LockId, SpinCell};
 use crate::tag::TaggedPtr;
 use crate::trace::{
     AllocKind, Trace, TraceAlloc, TraceScope, TraceUse, FORMAT_VERSION, TRACE_FORMAT,
@@ -20,7 +22,7 @@ const LIVE: u64 = u64::MAX;
 /// Frames kept per call site.
 const FRAMES: usize = 12;
 
-struct Record {
+pub(crate) struct Record {
     ptr: TaggedPtr,
     size: u64,
     align: u64,
@@ -49,7 +51,7 @@ struct Scope {
 
 /// What the hot path appends: one event per call, processed later by `drain`.
 #[derive(Clone, Copy)]
-enum Event {
+pub(crate) enum Event {
     Alloc {
         addr: usize,
         size: u64,
@@ -76,6 +78,28 @@ enum Event {
     },
 }
 
+/// How much one profile may record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    /// Events (allocations, frees, reallocs, op enters and exits).
+    pub(crate) events: u64,
+    /// Bytes of the recorder's own buffers.
+    pub(crate) bytes: u64,
+}
+
+impl Bounds {
+    /// The bounds `config` sets.
+    pub(crate) fn of(config: &crate::config::Config) -> Bounds {
+        Bounds {
+            events: config.max_profile_events,
+            bytes: config.max_profile_bytes,
+        }
+    }
+}
+
+/// A profile cannot go on: its bound was reached or its memory could not grow.
+pub(crate) type Abandon = AbandonReason;
+
 /// Records one profiled pass.
 ///
 /// The calls made on the allocation path only append an [`Event`]; pairing frees with
@@ -83,8 +107,15 @@ enum Event {
 /// when `observe` needs the live allocations. The result is the same as recording eagerly:
 /// events are processed in order, and events that do not count (frees and reallocs of
 /// allocations made before the pass) take no time.
+///
+/// Every method that records can fail, with [`AbandonReason::OutOfMemory`] when a buffer
+/// cannot grow (the backend is out of memory: the recorder never aborts) or
+/// [`AbandonReason::Bound`] past its [`Bounds`]; the pass then abandons the profile.
 pub(crate) struct Recorder {
     key: &'static str,
+    bounds: Bounds,
+    /// Events recorded so far (drained or not).
+    recorded: u64,
     events: Vec<Event>,
     time: u64,
     records: Vec<Record>,
@@ -99,34 +130,81 @@ pub(crate) struct Recorder {
 
 /// Buffers of finished recorders, reused by the next profiled passes: a profile's buffers
 /// reach megabytes, and fresh ones would cost a page fault per 4 KiB on every profile.
-static SPARE: SpinCell<Vec<(Vec<Event>, Vec<Record>)>> = SpinCell::new(Vec::new());
+pub(crate) static SPARE: SpinCell<Vec<(Vec<Event>, Vec<Record>)>> =
+    SpinCell::new(LockId::Spare, Vec::new());
 /// Spare buffer pairs kept at most.
 const SPARES: usize = 4;
 
 impl Recorder {
-    pub(crate) fn new(key: &'static str, backtrace: bool) -> Recorder {
-        let (events, records) = SPARE
-            .with(|s| s.pop())
-            .unwrap_or_else(|| (Vec::with_capacity(4096), Vec::new()));
-        Recorder {
+    /// A recorder for a pass of `key`; `None` when memory ran out.
+    pub(crate) fn new(key: &'static str, backtrace: bool, bounds: Bounds) -> Option<Recorder> {
+        let (mut events, records) = SPARE.with(|s| s.pop()).unwrap_or_default();
+        if events.capacity() == 0 {
+            events.try_reserve(4096).ok()?;
+        }
+        let mut scopes = Vec::new();
+        scopes.try_reserve(16).ok()?;
+        scopes.push(Scope {
+            parent: NONE,
+            name: key,
+            occurrence: 0,
+            enter: 0,
+            exit: LIVE,
+        });
+        let mut ordinals = Vec::new();
+        ordinals.try_reserve(16).ok()?;
+        ordinals.push(0);
+        Some(Recorder {
             key,
+            bounds,
+            recorded: 0,
             events,
             time: 0,
             records,
-            live: LiveTable::new(),
-            scopes: vec![Scope {
-                parent: NONE,
-                name: key,
-                occurrence: 0,
-                enter: 0,
-                exit: LIVE,
-            }],
+            live: LiveTable::new()?,
+            scopes,
             scope_index: FastMap::default(),
             occurrences: FastMap::default(),
-            ordinals: vec![0],
+            ordinals,
             uses: Vec::new(),
             frames: backtrace.then(Vec::new),
+        })
+    }
+
+    /// Bytes of the recorder's own buffers.
+    fn bytes(&self) -> u64 {
+        let frames = self.frames.as_ref().map_or(0, |f| f.capacity() * 8);
+        (self.events.capacity() * std::mem::size_of::<Event>()
+            + self.records.capacity() * std::mem::size_of::<Record>()
+            + self.live.bytes()
+            + frames) as u64
+    }
+
+    /// Appends an event, within the bounds.
+    #[inline]
+    fn push_event(&mut self, e: Event) -> Result<(), Abandon> {
+        self.recorded += 1;
+        if self.recorded > self.bounds.events {
+            return Err(AbandonReason::Bound);
         }
+        if self.events.len() == self.events.capacity() {
+            self.grow_events()?;
+        }
+        self.events.push(e);
+        Ok(())
+    }
+
+    #[cold]
+    fn grow_events(&mut self) -> Result<(), Abandon> {
+        // Drain first: the buffer is reused, and the records it becomes are smaller.
+        self.drain()?;
+        if self.events.len() == self.events.capacity() {
+            try_grow(&mut self.events).map_err(|_| AbandonReason::OutOfMemory)?;
+        }
+        if self.bytes() > self.bounds.bytes {
+            return Err(AbandonReason::Bound);
+        }
+        Ok(())
     }
 
     fn tick(&mut self) -> u64 {
@@ -136,7 +214,12 @@ impl Recorder {
     }
 
     /// Enters op `name` under scope `parent`; returns the scope node.
-    pub(crate) fn enter_scope(&mut self, parent: u32, name: &'static str) -> u32 {
+    pub(crate) fn enter_scope(&mut self, parent: u32, name: &'static str) -> Result<u32, Abandon> {
+        let oom = |_| AbandonReason::OutOfMemory;
+        self.occurrences.try_reserve(1).map_err(oom)?;
+        self.scope_index.try_reserve(1).map_err(oom)?;
+        try_grow(&mut self.scopes).map_err(|_| AbandonReason::OutOfMemory)?;
+        try_grow(&mut self.ordinals).map_err(|_| AbandonReason::OutOfMemory)?;
         let occ = self.occurrences.entry((parent, name)).or_insert(0);
         let occurrence = *occ;
         *occ += 1;
@@ -155,14 +238,14 @@ impl Recorder {
             });
             self.ordinals.push(0);
         }
-        self.events.push(Event::Enter { node });
-        node
+        self.push_event(Event::Enter { node })?;
+        Ok(node)
     }
 
     /// Exits scope `node` (`u32::MAX` or any unknown node: a scope past the stack depth,
     /// whose exit is only counted as an event).
-    pub(crate) fn exit_scope(&mut self, node: u32) {
-        self.events.push(Event::Exit { node });
+    pub(crate) fn exit_scope(&mut self, node: u32) -> Result<(), Abandon> {
+        self.push_event(Event::Exit { node })
     }
 
     /// Records an allocation of the pass.
@@ -174,61 +257,78 @@ impl Recorder {
         align: u64,
         zeroed: bool,
         scope: u32,
-    ) {
-        let site = self.capture_site();
-        self.events.push(Event::Alloc {
+    ) -> Result<(), Abandon> {
+        let site = self.capture_site()?;
+        self.push_event(Event::Alloc {
             addr: addr as usize,
             size,
             scope,
             site,
             align: align as u32,
             zeroed,
-        });
+        })
     }
 
     /// Records a free; frees of allocations made outside the pass are ignored.
     #[inline]
-    pub(crate) fn on_dealloc(&mut self, addr: *mut u8) {
-        self.events.push(Event::Free {
+    pub(crate) fn on_dealloc(&mut self, addr: *mut u8) -> Result<(), Abandon> {
+        self.push_event(Event::Free {
             addr: addr as usize,
-        });
+        })
     }
 
     /// Records a realloc from `old` to `new`; reallocs of allocations made outside the
     /// pass are ignored (they are not planned).
     #[inline]
-    pub(crate) fn on_realloc(&mut self, old: *mut u8, new: *mut u8, size: u64, align: u64) {
-        let site = self.capture_site();
-        self.events.push(Event::Realloc {
+    pub(crate) fn on_realloc(
+        &mut self,
+        old: *mut u8,
+        new: *mut u8,
+        size: u64,
+        align: u64,
+    ) -> Result<(), Abandon> {
+        let site = self.capture_site()?;
+        self.push_event(Event::Realloc {
             old: old as usize,
             new: new as usize,
             size,
             site,
             align: align as u32,
-        });
+        })
     }
 
     /// Resolves an interior pointer to the live allocation containing it and records the use.
-    pub(crate) fn observe(&mut self, p: usize) -> Option<u32> {
-        self.drain();
-        let (id, start) = self.live.iter().find_map(|(a, id)| {
+    pub(crate) fn observe(&mut self, p: usize) -> Result<Option<u32>, Abandon> {
+        self.drain()?;
+        try_grow(&mut self.uses).map_err(|_| AbandonReason::OutOfMemory)?;
+        let Some((id, start)) = self.live.iter().find_map(|(a, id)| {
             let size = self.records[id as usize].size as usize;
             (a <= p && p < a + size.max(1)).then_some((id, a))
-        })?;
+        }) else {
+            return Ok(None);
+        };
         let time = self.tick();
         self.uses.push(TraceUse {
             time,
             allocation: id,
             offset: (p - start) as u64,
         });
-        Some(id)
+        Ok(Some(id))
     }
 
     /// Processes the pending events in order: pairs frees and reallocs with their
     /// allocations, numbers ordinals and ticks the pass's clock.
-    fn drain(&mut self) {
+    fn drain(&mut self) -> Result<(), Abandon> {
         let events = std::mem::take(&mut self.events);
-        for e in &events {
+        let result = self.process(&events);
+        // Keep the buffer's capacity for the events still to come.
+        self.events = events;
+        self.events.clear();
+        result
+    }
+
+    fn process(&mut self, events: &[Event]) -> Result<(), Abandon> {
+        for e in events {
             match *e {
                 Event::Alloc {
                     addr,
@@ -243,7 +343,7 @@ impl Recorder {
                     } else {
                         AllocKind::Alloc
                     };
-                    self.push(addr, size, align as u64, kind, scope, NONE, site);
+                    self.push(addr, size, align as u64, kind, scope, NONE, site)?;
                 }
                 Event::Free { addr } => {
                     if let Some(id) = self.live.remove(addr) {
@@ -268,7 +368,7 @@ impl Recorder {
                             scope,
                             prev,
                             site,
-                        );
+                        )?;
                         self.records[prev as usize].free = self.records[id as usize].alloc;
                     }
                 }
@@ -290,9 +390,7 @@ impl Recorder {
                 }
             }
         }
-        // Keep the buffer's capacity for the events still to come.
-        self.events = events;
-        self.events.clear();
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -305,7 +403,8 @@ impl Recorder {
         scope: u32,
         parent: u32,
         site: u32,
-    ) -> u32 {
+    ) -> Result<u32, Abandon> {
+        try_grow(&mut self.records).map_err(|_| AbandonReason::OutOfMemory)?;
         let alloc = self.tick();
         let id = self.records.len() as u32;
         let ordinal = if kind == AllocKind::Realloc {
@@ -320,7 +419,11 @@ impl Recorder {
                 None => NONE,
             }
         };
-        if let Some(old) = self.live.insert(addr, id) {
+        let replaced = self
+            .live
+            .insert(addr, id)
+            .map_err(|_| AbandonReason::OutOfMemory)?;
+        if let Some(old) = replaced {
             // The backend reused an address whose free we never saw.
             let r = &mut self.records[old as usize];
             r.free = alloc;
@@ -339,13 +442,16 @@ impl Recorder {
             lost: false,
             site,
         });
-        id
+        Ok(id)
     }
 
-    fn capture_site(&mut self) -> u32 {
+    fn capture_site(&mut self) -> Result<u32, Abandon> {
         let Some(frames) = self.frames.as_mut() else {
-            return NONE;
+            return Ok(NONE);
         };
+        frames
+            .try_reserve(FRAMES + 13)
+            .map_err(|_| AbandonReason::OutOfMemory)?;
         let start = frames.len() as u32;
         let mut n = 0;
         // SAFETY: `trace_unsynchronized` requires that no other thread unwinds through
@@ -360,26 +466,33 @@ impl Recorder {
             });
         }
         frames.push(0); // terminator
-        start
+        Ok(start)
     }
 
     /// Ends the pass: live allocations are marked escaping, call sites resolved.
-    pub(crate) fn finish(mut self) -> Trace {
-        self.drain();
-        let trace = self.build_trace();
+    pub(crate) fn finish(mut self) -> Result<Trace, Abandon> {
+        self.drain()?;
+        let trace = self.build_trace()?;
         let mut events = std::mem::take(&mut self.events);
         let mut records = std::mem::take(&mut self.records);
         events.clear();
         records.clear();
         SPARE.with(|s| {
-            if s.len() < SPARES {
+            if s.len() < SPARES && try_grow(s).is_ok() {
                 s.push((events, records));
             }
         });
-        trace
+        Ok(trace)
     }
 
-    fn build_trace(&mut self) -> Trace {
+    fn build_trace(&mut self) -> Result<Trace, Abandon> {
+        let oom = |_| AbandonReason::OutOfMemory;
+        let mut allocations = Vec::new();
+        allocations
+            .try_reserve_exact(self.records.len())
+            .map_err(oom)?;
+        let mut scopes = Vec::new();
+        scopes.try_reserve_exact(self.scopes.len()).map_err(oom)?;
         let end = self.time;
         let frames = self.frames.take().unwrap_or_default();
         let resolve_site = |site: u32| -> Option<Vec<String>> {
@@ -389,42 +502,32 @@ impl Recorder {
             let ips = frames[site as usize..].iter().take_while(|&&ip| ip != 0);
             Some(resolve_frames(ips.copied()))
         };
-        let allocations = self
-            .records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| TraceAlloc {
-                id: i as u32,
-                tag: r.ptr.tag(),
-                ptr: r.ptr.raw(),
-                size: r.size,
-                align: r.align,
-                kind: r.kind,
-                alloc: r.alloc,
-                free: (r.free != LIVE).then_some(r.free),
-                scope: r.scope,
-                ordinal: (r.ordinal != NONE).then_some(r.ordinal),
-                realloc_parent: (r.parent != NONE).then_some(r.parent),
-                escaping: r.free == LIVE || r.lost,
-                call_site: resolve_site(r.site),
-            })
-            .collect();
-        let scopes = self
-            .scopes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| TraceScope {
-                id: i as u32,
-                parent: (s.parent != NONE).then_some(s.parent),
-                name: s.name.to_string(),
-                occurrence: s.occurrence,
-                enter: Some(s.enter),
-                // A scope still open at the end of the pass (guard leaked or dropped out
-                // of order) and the pass itself end with the pass.
-                exit: Some(if s.exit == LIVE { end } else { s.exit }),
-            })
-            .collect();
-        Trace {
+        allocations.extend(self.records.iter().enumerate().map(|(i, r)| TraceAlloc {
+            id: i as u32,
+            tag: r.ptr.tag(),
+            ptr: r.ptr.raw(),
+            size: r.size,
+            align: r.align,
+            kind: r.kind,
+            alloc: r.alloc,
+            free: (r.free != LIVE).then_some(r.free),
+            scope: r.scope,
+            ordinal: (r.ordinal != NONE).then_some(r.ordinal),
+            realloc_parent: (r.parent != NONE).then_some(r.parent),
+            escaping: r.free == LIVE || r.lost,
+            call_site: resolve_site(r.site),
+        }));
+        scopes.extend(self.scopes.iter().enumerate().map(|(i, s)| TraceScope {
+            id: i as u32,
+            parent: (s.parent != NONE).then_some(s.parent),
+            name: s.name.to_string(),
+            occurrence: s.occurrence,
+            enter: Some(s.enter),
+            // A scope still open at the end of the pass (guard leaked or dropped out
+            // of order) and the pass itself end with the pass.
+            exit: Some(if s.exit == LIVE { end } else { s.exit }),
+        }));
+        Ok(Trace {
             format: TRACE_FORMAT.to_string(),
             version: FORMAT_VERSION,
             key: self.key.to_string(),
@@ -432,7 +535,7 @@ impl Recorder {
             scopes,
             allocations,
             uses: std::mem::take(&mut self.uses),
-        }
+        })
     }
 }
 
@@ -470,7 +573,7 @@ fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -478,15 +581,67 @@ mod tests {
         a as *mut u8
     }
 
+    const UNBOUNDED: Bounds = Bounds {
+        events: u64::MAX,
+        bytes: u64::MAX,
+    };
+
+    fn rec() -> Recorder {
+        Recorder::new("k", false, UNBOUNDED).unwrap()
+    }
+
+    #[test]
+    fn recording_stops_at_its_bounds() {
+        let mut r = Recorder::new(
+            "k",
+            false,
+            Bounds {
+                events: 1000,
+                bytes: u64::MAX,
+            },
+        )
+        .unwrap();
+        let mut n = 0;
+        let err = loop {
+            match r.on_alloc(p(0x1000 + 16 * n), 8, 8, false, 0) {
+                Ok(()) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!((err, n), (AbandonReason::Bound, 1000));
+        let mut r = Recorder::new(
+            "k",
+            false,
+            Bounds {
+                events: u64::MAX,
+                bytes: 1 << 20,
+            },
+        )
+        .unwrap();
+        let mut n = 0usize;
+        let err = loop {
+            match r.on_alloc(p(0x1000 + 16 * n), 8, 8, false, 0) {
+                Ok(()) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err, AbandonReason::Bound);
+        assert!(
+            r.bytes() <= 2 << 20,
+            "stopped near the byte bound: {}",
+            r.bytes()
+        );
+    }
+
     #[test]
     fn pairs_frees_exactly_under_address_reuse_and_tag_wrap() {
-        let mut r = Recorder::new("k", false);
+        let mut r = rec();
         // 70,000 allocations all at the same address: each freed before the next.
         for _ in 0..70_000 {
-            r.on_alloc(p(0x1000), 8, 8, false, 0);
-            r.on_dealloc(p(0x1000));
+            r.on_alloc(p(0x1000), 8, 8, false, 0).unwrap();
+            r.on_dealloc(p(0x1000)).unwrap();
         }
-        let t = r.finish();
+        let t = r.finish().unwrap();
         assert_eq!(t.allocations.len(), 70_000);
         for (i, a) in t.allocations.iter().enumerate() {
             assert_eq!(a.alloc, 2 * i as u64);
@@ -501,13 +656,13 @@ mod tests {
 
     #[test]
     fn reallocs_continue_the_chain_and_escapes_are_marked() {
-        let mut r = Recorder::new("k", false);
-        r.on_alloc(p(0x100), 8, 8, false, 0);
-        r.on_realloc(p(0x100), p(0x200), 64, 8);
-        r.on_realloc(p(0x200), p(0x200), 128, 8);
-        r.on_alloc(p(0x300), 8, 8, true, 0);
-        r.on_dealloc(p(0x200));
-        let t = r.finish();
+        let mut r = rec();
+        r.on_alloc(p(0x100), 8, 8, false, 0).unwrap();
+        r.on_realloc(p(0x100), p(0x200), 64, 8).unwrap();
+        r.on_realloc(p(0x200), p(0x200), 128, 8).unwrap();
+        r.on_alloc(p(0x300), 8, 8, true, 0).unwrap();
+        r.on_dealloc(p(0x200)).unwrap();
+        let t = r.finish().unwrap();
         assert_eq!(t.allocations[1].realloc_parent, Some(0));
         assert_eq!(t.allocations[2].realloc_parent, Some(1));
         assert_eq!(t.allocations[1].ordinal, None);
@@ -526,32 +681,32 @@ mod tests {
 
     #[test]
     fn unseen_frees_make_allocations_escape() {
-        let mut r = Recorder::new("k", false);
-        r.on_alloc(p(0x100), 8, 8, false, 0);
+        let mut r = rec();
+        r.on_alloc(p(0x100), 8, 8, false, 0).unwrap();
         // Freed on another thread, then handed out again here.
-        r.on_alloc(p(0x100), 8, 8, false, 0);
-        r.on_dealloc(p(0x100));
-        let t = r.finish();
+        r.on_alloc(p(0x100), 8, 8, false, 0).unwrap();
+        r.on_dealloc(p(0x100)).unwrap();
+        let t = r.finish().unwrap();
         assert!(t.allocations[0].escaping);
         assert!(!t.allocations[1].escaping);
     }
 
     #[test]
     fn scopes_are_keyed_by_parent_name_and_occurrence() {
-        let mut r = Recorder::new("k", false);
-        let a = r.enter_scope(0, "conv");
-        r.on_alloc(p(0x10), 4, 4, false, a);
-        r.exit_scope(a);
-        let b = r.enter_scope(0, "conv");
-        r.on_alloc(p(0x20), 4, 4, false, b);
-        let c = r.enter_scope(b, "im2col");
-        r.exit_scope(c);
-        r.exit_scope(b);
+        let mut r = rec();
+        let a = r.enter_scope(0, "conv").unwrap();
+        r.on_alloc(p(0x10), 4, 4, false, a).unwrap();
+        r.exit_scope(a).unwrap();
+        let b = r.enter_scope(0, "conv").unwrap();
+        r.on_alloc(p(0x20), 4, 4, false, b).unwrap();
+        let c = r.enter_scope(b, "im2col").unwrap();
+        r.exit_scope(c).unwrap();
+        r.exit_scope(b).unwrap();
         assert_ne!(a, b);
         assert_ne!(b, c);
-        assert_eq!(r.observe(0x22), Some(1));
-        assert_eq!(r.observe(0x99), None);
-        let t = r.finish();
+        assert_eq!(r.observe(0x22), Ok(Some(1)));
+        assert_eq!(r.observe(0x99), Ok(None));
+        let t = r.finish().unwrap();
         assert_eq!(t.scopes[b as usize].occurrence, 1);
         assert_eq!(t.scopes[c as usize].parent, Some(b));
         assert_eq!(t.allocations[1].ordinal, Some(0));

@@ -1,47 +1,40 @@
 //! One reserved virtual region for every slab: "is this a slab pointer?" is one
-//! subtraction and one compare ([`lookup`]), and a 2 MiB chunk directory maps any slab pointer to its
-//! instance in O(1).
+//! subtraction and one compare ([`lookup`]), and a 2 MiB chunk directory maps any slab
+//! pointer to the object that owns its chunk (a slab instance; opaque here) in O(1).
 //!
 //! The region is mapped `PROT_READ | PROT_WRITE` with `MAP_NORESERVE`: nothing is
-//! committed until touched. Chunks are carved for slab instances at pass boundaries (under
-//! a spin lock, never on the allocation path) and returned with `madvise(MADV_DONTNEED)`.
+//! committed until touched. Chunks are carved at pass boundaries under the
+//! [`LockId::Region`] lock (never on the allocation path) and returned with
+//! `madvise(MADV_DONTNEED)`. Under `cfg(loom)` slabs come from the heap instead.
 
-use std::cell::UnsafeCell;
 use std::ptr;
 
-use crate::slab::Instance;
-use crate::sync::{AtomicPtr, AtomicUsize, Ordering, SpinLock};
+use crate::geometry::{chunks_for, CHUNK, CHUNK_SHIFT, PAGE};
+use crate::sync::{plain, LockId, Ordering, SpinLock};
 
-/// log2 of the chunk size (2 MiB).
-pub(crate) const CHUNK_SHIFT: u32 = 21;
-/// Chunk size.
-pub(crate) const CHUNK: usize = 1 << CHUNK_SHIFT;
 /// Chunks in the largest region (64 GiB).
 const MAX_CHUNKS: usize = 1 << 15;
 
-static BASE: AtomicUsize = AtomicUsize::new(0);
-static LEN: AtomicUsize = AtomicUsize::new(0);
-#[allow(clippy::declare_interior_mutable_const)]
-const NULL_INSTANCE: AtomicPtr<Instance> = AtomicPtr::new(ptr::null_mut());
-static DIRECTORY: [AtomicPtr<Instance>; MAX_CHUNKS] = [NULL_INSTANCE; MAX_CHUNKS];
+static BASE: plain::AtomicUsize = plain::AtomicUsize::new(0);
+static LEN: plain::AtomicUsize = plain::AtomicUsize::new(0);
+static DIRECTORY: [plain::AtomicPtr<()>; MAX_CHUNKS] =
+    [const { plain::AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
 
-struct ChunkMap {
-    lock: SpinLock,
-    used: UnsafeCell<[u64; MAX_CHUNKS / 64]>,
-}
+/// Guards chunk carving and release (and, in `slab`, pool growth).
+pub(crate) static LOCK: SpinLock = SpinLock::new(LockId::Region);
 
-// SAFETY: `used` is only accessed while `lock` is held.
-unsafe impl Sync for ChunkMap {}
+/// Which chunks are carved; only touched with [`LOCK`] held.
+struct Used(std::cell::UnsafeCell<[u64; MAX_CHUNKS / 64]>);
 
-static CHUNKS: ChunkMap = ChunkMap {
-    lock: SpinLock::new(),
-    used: UnsafeCell::new([0; MAX_CHUNKS / 64]),
-};
+// SAFETY: only accessed with `LOCK` held.
+unsafe impl Sync for Used {}
 
-/// For a slab pointer, `Some` of the instance owning it (null only for a pointer no live
-/// slab owns); `None` for any other pointer. One region check and one directory load.
+static USED: Used = Used(std::cell::UnsafeCell::new([0; MAX_CHUNKS / 64]));
+
+/// For a slab pointer, `Some` of the owner of its chunk (null only for a chunk no slab
+/// owns); `None` for any other pointer. One region check and one directory load.
 #[inline(always)]
-pub(crate) fn lookup(p: *mut u8) -> Option<*mut Instance> {
+pub(crate) fn lookup(p: *mut u8) -> Option<*mut ()> {
     let len = LEN.load(Ordering::Acquire);
     let offset = (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed));
     if offset >= len {
@@ -60,6 +53,7 @@ pub(crate) fn reserved() -> usize {
 }
 
 /// Reserves the region on first use; `false` if no size could be reserved.
+#[cfg(not(loom))]
 fn ensure_reserved() -> bool {
     if LEN.load(Ordering::Acquire) != 0 {
         return true;
@@ -98,15 +92,16 @@ fn ensure_reserved() -> bool {
 }
 
 /// Carves `bytes` (rounded up to whole chunks) for `owner`; returns the base address.
-pub(crate) fn carve(bytes: u64, owner: *mut Instance) -> Option<*mut u8> {
-    let _g = CHUNKS.lock.lock();
+/// The caller holds [`LOCK`].
+#[cfg(not(loom))]
+pub(crate) fn carve(bytes: u64, owner: *mut ()) -> Option<*mut u8> {
     if !ensure_reserved() {
         return None;
     }
     let total = LEN.load(Ordering::Acquire) >> CHUNK_SHIFT;
-    let need = (bytes.max(1) as usize).div_ceil(CHUNK);
-    // SAFETY: the lock is held.
-    let used = unsafe { &mut *CHUNKS.used.get() };
+    let need = chunks_for(bytes);
+    // SAFETY: the caller holds `LOCK`.
+    let used = unsafe { &mut *USED.0.get() };
     let is_used = |used: &[u64], c: usize| used[c / 64] >> (c % 64) & 1 == 1;
     let mut run = 0;
     for c in 0..total {
@@ -128,29 +123,55 @@ pub(crate) fn carve(bytes: u64, owner: *mut Instance) -> Option<*mut u8> {
 }
 
 /// Returns the chunks of a slab at `base` of `bytes` to the OS and to the region.
+#[cfg(not(loom))]
 pub(crate) fn release(base: *mut u8, bytes: u64) {
-    let _g = CHUNKS.lock.lock();
+    let _g = LOCK.lock();
     let first = ((base as usize) - BASE.load(Ordering::Relaxed)) >> CHUNK_SHIFT;
-    let need = (bytes.max(1) as usize).div_ceil(CHUNK);
+    let need = chunks_for(bytes);
+    debug_assert!(first + need <= LEN.load(Ordering::Relaxed) >> CHUNK_SHIFT);
     // SAFETY: `base..base + need chunks` lies inside the region and belongs to the slab
     // being released, which no pass uses any more; MADV_DONTNEED drops its pages.
     unsafe {
         libc::madvise(base.cast(), need << CHUNK_SHIFT, libc::MADV_DONTNEED);
     }
     // SAFETY: the lock is held.
-    let used = unsafe { &mut *CHUNKS.used.get() };
+    let used = unsafe { &mut *USED.0.get() };
     for k in first..first + need {
         used[k / 64] &= !(1 << (k % 64));
         DIRECTORY[k].store(ptr::null_mut(), Ordering::Release);
     }
 }
 
-/// Before `fork` (after the registry's locks: `reclaim` takes this one inside `RETIRED`).
-pub(crate) fn before_fork() {
-    CHUNKS.lock.lock_for_fork();
+/// Gives the pages of `[start, end)` (a range inside a slab no one uses) back to the OS:
+/// they read as zero afterwards. Returns the bytes returned (whole pages inside the range).
+pub(crate) fn return_pages(start: *mut u8, end: *mut u8) -> u64 {
+    let first = (start as usize).next_multiple_of(PAGE);
+    let last = (end as usize) / PAGE * PAGE;
+    if last <= first {
+        return 0;
+    }
+    #[cfg(not(loom))]
+    // SAFETY: the caller owns `[start, end)` (a slab range no live slot covers) and no
+    // thread reads it until it is handed out again; MADV_DONTNEED drops its pages.
+    unsafe {
+        libc::madvise(
+            first as *mut libc::c_void,
+            last - first,
+            libc::MADV_DONTNEED,
+        );
+    }
+    (last - first) as u64
 }
 
-/// After `fork`, in the parent and in the child.
-pub(crate) fn after_fork() {
-    CHUNKS.lock.force_unlock();
+/// Under loom: slabs from the heap, leaked (models are small).
+#[cfg(loom)]
+pub(crate) fn carve(bytes: u64, _owner: *mut ()) -> Option<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(bytes.max(1) as usize, CHUNK).ok()?;
+    // SAFETY: non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) };
+    (!p.is_null()).then_some(p)
 }
+
+/// Under loom: nothing to return.
+#[cfg(loom)]
+pub(crate) fn release(_base: *mut u8, _bytes: u64) {}

@@ -1,27 +1,100 @@
-//! The plan registry: pass key -> state and published plan.
+//! The plan registry: pass key -> entry, and each key's life as a state machine.
+//!
+//! # The state machine
+//! A key's state and its plan are one word ([`KeyState`], a tag in the low bits of the
+//! plan pointer), changed only by [`KeyEntry::transition`], one CAS from an expected
+//! state to the next. So "planned without a plan" cannot be written, and a publication
+//! racing an eviction cannot be lost: whichever CAS comes second fails and looks again.
+//!
+//! ```text
+//!             begin_profile                 publish(q)
+//!  Unplanned ───────────────> Profiling(-) ────────────> Planned(q) <──┐
+//!      ^  <──────────────────────  │ abandon                │  │       │ abandon
+//!      │                                                    │  │ mark_stale
+//!      │ evict                       evict                  │  v       │
+//!      └─────────────────────────────────────────────────── Stale(q) ──┤
+//!                                                             │ begin_profile
+//!                                        Profiling(q) <───────┘       │
+//!                                          │ publish(r): Planned(r)   │
+//!                                          │ evict: Profiling(-)  ────┘
+//! ```
+//!
+//! While a key is re-profiled (`Profiling(q)`), other passes keep replaying `q`.
+//!
+//! Which keys keep plans (admission, eviction) is decided in `cache.rs`.
 //!
 //! Lookups are lock-free: a fixed open-addressing table of entries that are never
-//! removed (a process has few distinct keys; past [`MAX_KEYS`] a pass runs on the backend).
-//! A plan is published by swapping an atomic pointer. A replaced or evicted plan is retired
-//! and freed only once (1) no pass is between loading the key's pointer and registering
-//! with the plan (`entering == 0` seen after the swap), (2) no pass holds one of its
-//! instances, and (3) none of its slots is live.
+//! removed (a process has few distinct keys; past [`MAX_KEYS`] a pass runs on the
+//! backend).
 
 use std::ptr;
 
+use crate::fallible::try_box;
 use crate::hash::FastHasher;
+use crate::reclaim::{ReadGuard, Readers, Reclaimer};
 use crate::slab::Slabs;
-use crate::stats::{PassCounters, MISS_REASONS};
-use crate::sync::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering, SpinLock};
+use crate::stats::{PassCounters, GLOBAL, MISS_REASONS};
+use crate::sync::{plain, AtomicUsize, LockId, Ordering, SpinCell, SpinLock};
 
 /// Most distinct keys.
 pub(crate) const MAX_KEYS: usize = 4096;
 
-/// Key states.
-pub(crate) const UNPLANNED: u32 = 0;
-pub(crate) const PROFILING: u32 = 1;
-pub(crate) const PLANNED: u32 = 2;
-pub(crate) const REPLAN: u32 = 3;
+/// A key's state (**the** state machine; see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyState {
+    /// No plan; the next admitted pass profiles.
+    Unplanned,
+    /// A pass is recording; the plan it will replace, if any, is still replayed.
+    Profiling(*mut Slabs),
+    /// Passes replay the plan.
+    Planned(*mut Slabs),
+    /// Replays of the plan diverged: the next pass re-profiles (others keep replaying).
+    Stale(*mut Slabs),
+}
+
+const TAG_BITS: usize = 2;
+const TAG_MASK: usize = (1 << TAG_BITS) - 1;
+
+impl KeyState {
+    fn encode(self) -> usize {
+        let (ptr, tag) = match self {
+            KeyState::Unplanned => (ptr::null_mut(), 0),
+            KeyState::Profiling(p) => (p, 1),
+            KeyState::Planned(p) => (p, 2),
+            KeyState::Stale(p) => (p, 3),
+        };
+        debug_assert_eq!(ptr as usize & TAG_MASK, 0, "plans are aligned");
+        ptr as usize | tag
+    }
+
+    fn decode(word: usize) -> KeyState {
+        let p = (word & !TAG_MASK) as *mut Slabs;
+        match word & TAG_MASK {
+            0 => KeyState::Unplanned,
+            1 => KeyState::Profiling(p),
+            2 => KeyState::Planned(p),
+            _ => KeyState::Stale(p),
+        }
+    }
+
+    /// The plan this state holds, or null.
+    pub(crate) fn plan(self) -> *mut Slabs {
+        match self {
+            KeyState::Unplanned => ptr::null_mut(),
+            KeyState::Profiling(p) | KeyState::Planned(p) | KeyState::Stale(p) => p,
+        }
+    }
+
+    /// Name in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            KeyState::Unplanned => "unplanned",
+            KeyState::Profiling(_) => "profiling",
+            KeyState::Planned(_) => "planned",
+            KeyState::Stale(_) => "replan",
+        }
+    }
+}
 
 /// What the last profiled pass of a key looked like.
 #[derive(Clone, Debug, Default)]
@@ -39,74 +112,66 @@ pub(crate) struct Summary {
     pub(crate) plan_millis: f64,
 }
 
+/// Counters of a key (relaxed; reports only).
+#[derive(Default)]
+pub(crate) struct KeyCounters {
+    pub(crate) passes_profiled: plain::AtomicU64,
+    pub(crate) passes_replayed: plain::AtomicU64,
+    pub(crate) passes_backend: plain::AtomicU64,
+    pub(crate) slab_hits: plain::AtomicU64,
+    pub(crate) misses: [plain::AtomicU64; MISS_REASONS],
+    pub(crate) profiles_abandoned: plain::AtomicU64,
+    pub(crate) replays_abandoned: plain::AtomicU64,
+    pub(crate) evictions: plain::AtomicU64,
+    pub(crate) admissions_refused: plain::AtomicU64,
+    pub(crate) replans: plain::AtomicU64,
+}
+
 pub(crate) struct KeyEntry {
     pub(crate) key: Box<str>,
     hash: u64,
-    pub(crate) state: AtomicU32,
-    pub(crate) slabs: AtomicPtr<Slabs>,
-    pub(crate) entering: AtomicU32,
-    pub(crate) last_used: AtomicU64,
-    pub(crate) replans: AtomicU32,
-    window_allocs: AtomicU64,
-    window_misses: AtomicU64,
-    window_passes: AtomicU32,
-    pub(crate) passes_profiled: AtomicU64,
-    pub(crate) passes_replayed: AtomicU64,
-    pub(crate) passes_backend: AtomicU64,
-    pub(crate) slab_hits: AtomicU64,
-    pub(crate) misses: [AtomicU64; MISS_REASONS],
-    pub(crate) summary: SpinCell<Option<Summary>>,
+    /// The [`KeyState`] word.
+    state: AtomicUsize,
+    pub(crate) readers: Readers,
+    /// Passes started, halved periodically (admission).
+    freq: plain::AtomicU32,
+    /// Last pass start (ties in eviction).
+    last_used: plain::AtomicU64,
+    /// The pass clock when the key's plan was last evicted (0: never).
+    evicted_at: plain::AtomicU64,
+    /// No profile before this pass tick (after an abandoned one).
+    backoff_until: plain::AtomicU64,
+    backoffs: plain::AtomicU32,
+    window_allocs: plain::AtomicU64,
+    window_misses: plain::AtomicU64,
+    window_passes: plain::AtomicU32,
+    pub(crate) counters: KeyCounters,
+    /// Behind [`SUMMARIES`].
+    summary: std::cell::UnsafeCell<Option<Summary>>,
 }
 
-/// A value behind the spin lock (pass boundaries only).
-pub(crate) struct SpinCell<T> {
-    lock: SpinLock,
-    value: std::cell::UnsafeCell<T>,
+// SAFETY: `summary` is only reached through `KeyEntry::summary`, under `SUMMARIES`; every
+// other field is atomic or immutable.
+unsafe impl Sync for KeyEntry {}
+// SAFETY: as above.
+unsafe impl Send for KeyEntry {}
+
+/// Guards every key's summary (pass ends and reports only).
+pub(crate) static SUMMARIES: SpinLock = SpinLock::new(LockId::Summaries);
+
+static TABLE: [plain::AtomicPtr<KeyEntry>; MAX_KEYS] =
+    [const { plain::AtomicPtr::new(ptr::null_mut()) }; MAX_KEYS];
+/// Guards entry creation.
+pub(crate) static INSERT: SpinCell<()> = SpinCell::new(LockId::Registry, ());
+/// Pass starts so far: the clock of recency and of frequency aging.
+static CLOCK: plain::AtomicU64 = plain::AtomicU64::new(1);
+
+/// The pass clock: pass starts so far.
+pub(crate) fn now() -> u64 {
+    CLOCK.load(Ordering::Relaxed)
 }
-
-// SAFETY: the value is only reached through `with`, which holds the lock.
-unsafe impl<T: Send> Sync for SpinCell<T> {}
-
-impl<T> SpinCell<T> {
-    pub(crate) const fn new(value: T) -> SpinCell<T> {
-        SpinCell {
-            lock: SpinLock::new(),
-            value: std::cell::UnsafeCell::new(value),
-        }
-    }
-
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let _g = self.lock.lock();
-        // SAFETY: the lock is held for the whole access.
-        f(unsafe { &mut *self.value.get() })
-    }
-
-    /// For the fork handlers only.
-    pub(crate) fn lock_for_fork(&self) {
-        self.lock.lock_for_fork();
-    }
-
-    /// For the fork handlers only.
-    pub(crate) fn force_unlock(&self) {
-        self.lock.force_unlock();
-    }
-}
-
-static TABLE: [AtomicPtr<KeyEntry>; MAX_KEYS] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_KEYS];
-static INSERT: SpinLock = SpinLock::new();
-static CLOCK: AtomicU64 = AtomicU64::new(1);
-
-struct Retired {
-    slabs: *mut Slabs,
-    entry: &'static KeyEntry,
-    quiescent: bool,
-}
-
-// SAFETY: `Retired` is only touched under `RETIRED`'s lock; the raw pointer is owned.
-unsafe impl Send for Retired {}
-
-static RETIRED: SpinCell<Vec<Retired>> = SpinCell::new(Vec::new());
+/// Churn was warned about.
+static CHURN_WARNED: plain::AtomicBool = plain::AtomicBool::new(false);
 
 fn hash_key(key: &str) -> u64 {
     use std::hash::Hasher;
@@ -135,43 +200,27 @@ pub(crate) fn find(key: &str) -> Option<&'static KeyEntry> {
 }
 
 /// The entry of `key`, created if needed (with the re-entrancy guard set); `None` when
-/// the table is full.
+/// the table is full or memory ran out.
 pub(crate) fn entry(key: &str) -> Option<&'static KeyEntry> {
     if let Some(e) = find(key) {
         return Some(e);
     }
-    let _g = INSERT.lock();
-    if let Some(e) = find(key) {
-        return Some(e);
-    }
-    let hash = hash_key(key);
-    let mut i = hash as usize % MAX_KEYS;
-    for _ in 0..MAX_KEYS {
-        if TABLE[i].load(Ordering::Acquire).is_null() {
-            let e: &'static KeyEntry = Box::leak(Box::new(KeyEntry {
-                key: key.into(),
-                hash,
-                state: AtomicU32::new(UNPLANNED),
-                slabs: AtomicPtr::new(ptr::null_mut()),
-                entering: AtomicU32::new(0),
-                last_used: AtomicU64::new(0),
-                replans: AtomicU32::new(0),
-                window_allocs: AtomicU64::new(0),
-                window_misses: AtomicU64::new(0),
-                window_passes: AtomicU32::new(0),
-                passes_profiled: AtomicU64::new(0),
-                passes_replayed: AtomicU64::new(0),
-                passes_backend: AtomicU64::new(0),
-                slab_hits: AtomicU64::new(0),
-                misses: [const { AtomicU64::new(0) }; MISS_REASONS],
-                summary: SpinCell::new(None),
-            }));
-            TABLE[i].store(e as *const _ as *mut _, Ordering::Release);
+    INSERT.with(|()| {
+        if let Some(e) = find(key) {
             return Some(e);
         }
-        i = (i + 1) % MAX_KEYS;
-    }
-    None
+        let hash = hash_key(key);
+        let mut i = hash as usize % MAX_KEYS;
+        for _ in 0..MAX_KEYS {
+            if TABLE[i].load(Ordering::Acquire).is_null() {
+                let e: &'static KeyEntry = Box::leak(KeyEntry::new(key, hash)?);
+                TABLE[i].store(e as *const _ as *mut _, Ordering::Release);
+                return Some(e);
+            }
+            i = (i + 1) % MAX_KEYS;
+        }
+        None
+    })
 }
 
 /// Calls `f` for every entry.
@@ -186,38 +235,245 @@ pub(crate) fn for_each(mut f: impl FnMut(&'static KeyEntry)) {
 }
 
 impl KeyEntry {
-    /// Marks the entry used now (for LRU eviction).
-    pub(crate) fn touch(&self) {
-        self.last_used
-            .store(CLOCK.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+    /// A new entry; `None` when memory ran out.
+    pub(crate) fn new(key: &str, hash: u64) -> Option<Box<KeyEntry>> {
+        let mut name = String::new();
+        name.try_reserve_exact(key.len()).ok()?;
+        name.push_str(key);
+        try_box(KeyEntry {
+            key: name.into_boxed_str(),
+            hash,
+            state: AtomicUsize::new(KeyState::Unplanned.encode()),
+            readers: Readers::new(),
+            freq: plain::AtomicU32::new(0),
+            last_used: plain::AtomicU64::new(0),
+            evicted_at: plain::AtomicU64::new(0),
+            backoff_until: plain::AtomicU64::new(0),
+            backoffs: plain::AtomicU32::new(0),
+            window_allocs: plain::AtomicU64::new(0),
+            window_misses: plain::AtomicU64::new(0),
+            window_passes: plain::AtomicU32::new(0),
+            counters: KeyCounters::default(),
+            summary: std::cell::UnsafeCell::new(None),
+        })
     }
 
-    /// Publishes `slabs` as the key's plan; the previous one is retired. Evicts the least
-    /// recently used plans beyond `max_plans`.
-    pub(crate) fn publish(&'static self, slabs: Box<Slabs>, max_plans: usize) {
-        let old = self.slabs.swap(Box::into_raw(slabs), Ordering::AcqRel);
-        // SeqCst: see `pass::choose` (the swap must be ordered before the load of
-        // `entering` in `reclaim`, which may run on another thread).
-        fence(Ordering::SeqCst);
-        self.state.store(PLANNED, Ordering::Release);
-        self.touch();
-        if !old.is_null() {
-            retire(old, self);
+    /// The current state.
+    pub(crate) fn state(&self) -> KeyState {
+        KeyState::decode(self.state.load(Ordering::Acquire))
+    }
+
+    /// The one place the state changes: `from -> to` in one CAS; `false` (and no change)
+    /// if the state is not `from`.
+    fn transition(&self, from: KeyState, to: KeyState) -> bool {
+        self.state
+            .compare_exchange(
+                from.encode(),
+                to.encode(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// `Unplanned -> Profiling(-)` or `Stale(p) -> Profiling(p)`: this pass profiles.
+    pub(crate) fn begin_profile(&self) -> bool {
+        match self.state() {
+            from @ KeyState::Unplanned => {
+                self.transition(from, KeyState::Profiling(ptr::null_mut()))
+            }
+            from @ KeyState::Stale(p) => self.transition(from, KeyState::Profiling(p)),
+            _ => false,
         }
-        evict_beyond(max_plans);
     }
 
-    /// Adds a replayed pass's counts; returns `true` when the key diverges from its profile
-    /// often enough (see `PassCounters::diverged`) to be profiled again.
-    pub(crate) fn add_replay(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
-        let r = Ordering::Relaxed;
-        self.passes_replayed.fetch_add(1, r);
-        self.slab_hits.fetch_add(c.slab_hits, r);
-        for (g, &m) in self.misses.iter().zip(&c.misses) {
-            if m != 0 {
-                g.fetch_add(m, r);
+    /// `Profiling(p) -> Planned(new)`, retiring `p`. Returns `new` back if the key is
+    /// not being profiled (it cannot happen: only the profiling pass publishes).
+    ///
+    /// # Safety
+    /// `new` came from `Box::into_raw` and is owned by the caller.
+    pub(crate) unsafe fn publish(
+        &'static self,
+        new: *mut Slabs,
+        reclaimer: &Reclaimer,
+    ) -> Result<(), *mut Slabs> {
+        loop {
+            let from = self.state();
+            let KeyState::Profiling(old) = from else {
+                return Err(new);
+            };
+            if self.transition(from, KeyState::Planned(new)) {
+                if !old.is_null() {
+                    // SAFETY: `old` was this key's plan and no state refers to it now.
+                    unsafe { reclaimer.retire(old, &self.readers) };
+                }
+                return Ok(());
             }
         }
+    }
+
+    /// A plan loaded from a file (before any pass of the key): `Unplanned -> Planned(new)`,
+    /// or `Planned(p) -> Planned(new)` retiring `p` (a later file of the same key).
+    ///
+    /// # Safety
+    /// `new` came from `Box::into_raw` and is given to the key.
+    pub(crate) unsafe fn install(&'static self, new: *mut Slabs, reclaimer: &Reclaimer) {
+        loop {
+            let from = self.state();
+            let old = match from {
+                KeyState::Unplanned => ptr::null_mut(),
+                KeyState::Planned(p) => p,
+                // Only loaded at the first pass, before any profile: not reached.
+                _ => {
+                    // SAFETY: `new` is ours and unpublished.
+                    drop(unsafe { Box::from_raw(new) });
+                    return;
+                }
+            };
+            if self.transition(from, KeyState::Planned(new)) {
+                if !old.is_null() {
+                    // SAFETY: `old` was this key's plan and no state refers to it now.
+                    unsafe { reclaimer.retire(old, &self.readers) };
+                }
+                return;
+            }
+        }
+    }
+
+    /// A profile given up: `Profiling(p) -> Planned(p)`, or `-> Unplanned` without a plan.
+    pub(crate) fn abandon_profile(&self) {
+        loop {
+            let from = self.state();
+            let KeyState::Profiling(p) = from else { return };
+            let to = if p.is_null() {
+                KeyState::Unplanned
+            } else {
+                KeyState::Planned(p)
+            };
+            if self.transition(from, to) {
+                return;
+            }
+        }
+    }
+
+    /// `Planned(p) -> Stale(p)`: replays of `p` diverged.
+    pub(crate) fn mark_stale(&self, p: *mut Slabs) -> bool {
+        self.transition(KeyState::Planned(p), KeyState::Stale(p))
+    }
+
+    /// Takes the plan out of the key (`Planned(p)`/`Stale(p) -> Unplanned`,
+    /// `Profiling(p) -> Profiling(-)`) and retires it. `false` if the key had no plan.
+    pub(crate) fn evict(&'static self, reclaimer: &Reclaimer) -> bool {
+        loop {
+            let from = self.state();
+            let to = match from {
+                KeyState::Planned(_) | KeyState::Stale(_) => KeyState::Unplanned,
+                KeyState::Profiling(p) if !p.is_null() => KeyState::Profiling(ptr::null_mut()),
+                _ => return false,
+            };
+            if self.transition(from, to) {
+                // SAFETY: the plan was this key's and no state refers to it now.
+                unsafe { reclaimer.retire(from.plan(), &self.readers) };
+                self.evicted_at.store(now().max(1), Ordering::Relaxed);
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                GLOBAL.evictions.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+    }
+
+    /// Enters the key's readers and loads its plan: while the guard lives, the plan
+    /// (if any) is not freed.
+    pub(crate) fn read(&self) -> (ReadGuard<'_>, *mut Slabs) {
+        let g = self.readers.enter();
+        (g, self.state().plan())
+    }
+
+    /// Notes a pass start (frequency and recency).
+    pub(crate) fn touch(&self) {
+        let now = CLOCK.fetch_add(1, Ordering::Relaxed);
+        self.last_used.store(now, Ordering::Relaxed);
+        self.freq.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Passes started lately (halved periodically by `cache::age`).
+    pub(crate) fn freq(&self) -> u32 {
+        self.freq.load(Ordering::Relaxed)
+    }
+
+    /// Halves [`KeyEntry::freq`].
+    pub(crate) fn halve_freq(&self) {
+        self.freq.store(self.freq() / 2, Ordering::Relaxed);
+    }
+
+    /// The pass clock at the key's last pass start.
+    pub(crate) fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn has_plan(&self) -> bool {
+        !self.state().plan().is_null()
+    }
+
+    /// Whether a profile may start now (not backing off after an abandoned one).
+    pub(crate) fn may_profile(&self) -> bool {
+        CLOCK.load(Ordering::Relaxed) >= self.backoff_until.load(Ordering::Relaxed)
+    }
+
+    /// After an abandoned profile: no profile for 2^k (k-th time, at most 2^16) passes.
+    pub(crate) fn back_off(&self) {
+        let k = self.backoffs.fetch_add(1, Ordering::Relaxed).min(16);
+        let until = CLOCK.load(Ordering::Relaxed) + (1u64 << k);
+        self.backoff_until.store(until, Ordering::Relaxed);
+    }
+
+    /// Pass starts since the key's plan was last evicted (`None`: never evicted).
+    pub(crate) fn since_eviction(&self) -> Option<u64> {
+        match self.evicted_at.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(now().saturating_sub(at)),
+        }
+    }
+
+    /// Notes a profile start: counts churn when the key's plan had been evicted.
+    pub(crate) fn note_profile(&self, max_plans: usize) {
+        if let KeyState::Profiling(p) = self.state() {
+            if !p.is_null() {
+                self.counters.replans.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if self.evicted_at.swap(0, Ordering::Relaxed) != 0 {
+            let churn = GLOBAL.churn.fetch_add(1, Ordering::Relaxed) + 1;
+            if churn >= 2 * max_plans as u64 && !CHURN_WARNED.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "memomalloc: pass keys keep evicting each other's plans ({churn} re-profiles \
+                     of evicted keys); more keys are in use than MEMO_MAX_PLANS={max_plans} holds"
+                );
+            }
+        }
+    }
+
+    /// Runs `f` on the key's last profile summary (under [`SUMMARIES`]).
+    pub(crate) fn summary<R>(&self, f: impl FnOnce(&mut Option<Summary>) -> R) -> R {
+        let _g = SUMMARIES.lock();
+        // SAFETY: the lock is held for the whole access.
+        f(unsafe { &mut *self.summary.get() })
+    }
+
+    /// Adds a replayed pass's counts to the key's.
+    pub(crate) fn count_replay(&self, c: &PassCounters) {
+        crate::stats::add(&self.counters.passes_replayed, 1);
+        crate::stats::add(&self.counters.slab_hits, c.slab_hits);
+        for (g, &m) in self.counters.misses.iter().zip(&c.misses) {
+            crate::stats::add(g, m);
+        }
+    }
+
+    /// Adds a replayed pass to the divergence window; returns `true` when the key
+    /// diverges from its profile often enough (see `PassCounters::diverged`) to be
+    /// profiled again.
+    pub(crate) fn note_divergence(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
+        let r = Ordering::Relaxed;
         let allocs = self.window_allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.window_misses.fetch_add(c.diverged(), r) + c.diverged();
         let passes = self.window_passes.fetch_add(1, r) + 1;
@@ -228,116 +484,23 @@ impl KeyEntry {
         self.window_misses.store(0, r);
         self.window_passes.store(0, r);
         // Re-profiling is rate-limited: at most 8 times per key.
-        allocs > 0 && misses as f64 > ratio * allocs as f64 && self.replans.load(r) < 8
+        allocs > 0 && misses as f64 > ratio * allocs as f64 && self.counters.replans.load(r) < 8
     }
 }
 
-fn retire(slabs: *mut Slabs, entry: &'static KeyEntry) {
-    RETIRED.with(|r| {
-        r.push(Retired {
-            slabs,
-            entry,
-            quiescent: false,
-        })
-    });
-}
-
-fn evict_beyond(max_plans: usize) {
-    loop {
-        let mut planned = 0usize;
-        let mut oldest: Option<&'static KeyEntry> = None;
-        for_each(|e| {
-            if !e.slabs.load(Ordering::Acquire).is_null() {
-                planned += 1;
-                if oldest.is_none_or(|o| {
-                    e.last_used.load(Ordering::Relaxed) < o.last_used.load(Ordering::Relaxed)
-                }) {
-                    oldest = Some(e);
-                }
-            }
-        });
-        let Some(victim) = oldest.filter(|_| planned > max_plans) else {
-            return;
-        };
-        let old = victim.slabs.swap(ptr::null_mut(), Ordering::AcqRel);
-        fence(Ordering::SeqCst); // as in `publish`
-        let _ =
-            victim
-                .state
-                .compare_exchange(PLANNED, UNPLANNED, Ordering::AcqRel, Ordering::Relaxed);
-        let _ =
-            victim
-                .state
-                .compare_exchange(REPLAN, UNPLANNED, Ordering::AcqRel, Ordering::Relaxed);
-        if !old.is_null() {
-            retire(old, victim);
-        }
-    }
-}
-
-/// Frees retired plans that nothing uses any more. Runs at pass boundaries.
-pub(crate) fn reclaim() {
-    RETIRED.with(|list| {
-        // SeqCst: pairs with the fence in `pass::choose` (see there). Taken under the lock,
-        // so the fence after each listed plan's swap (made before it was listed, under
-        // this lock) precedes this one.
-        fence(Ordering::SeqCst);
-        list.retain_mut(|r| {
-            if !r.quiescent {
-                r.quiescent = r.entry.entering.load(Ordering::Acquire) == 0;
-            }
-            if !r.quiescent {
-                return true;
-            }
-            // SAFETY: retired pointers stay valid until freed here.
-            let s = unsafe { &*r.slabs };
-            if s.active.load(Ordering::Acquire) != 0 || !s.try_retire() {
-                return true;
-            }
-            // SAFETY: quiescent (no pass can reach it), unused, every instance dead.
-            drop(unsafe { Box::from_raw(r.slabs) });
-            false
-        })
-    });
-}
-
-/// Plans kept, instances and resident bytes over all keys.
-pub(crate) fn totals() -> (u64, u64, u64) {
-    let (mut plans, mut slabs, mut bytes) = (0, 0, 0);
+/// Plans kept, their instances and pinned instances, and resident bytes, over all keys.
+pub(crate) fn totals() -> (u64, u64, u64, u64) {
+    let (mut plans, mut slabs, mut pinned, mut bytes) = (0, 0, 0, 0);
     for_each(|e| {
-        let s = e.slabs.load(Ordering::Acquire);
+        let (_guard, s) = e.read();
         if !s.is_null() {
-            // SAFETY: a published plan is only freed after it is swapped out and
-            // reclaimed; reading its counters while racing with that is tolerable only
-            // because retirement waits for `entering == 0`, which we hold.
-            e.entering.fetch_add(1, Ordering::AcqRel);
-            fence(Ordering::SeqCst); // as in `pass::choose`
-            let s = e.slabs.load(Ordering::Acquire);
-            if !s.is_null() {
-                let s = unsafe { &*s };
-                plans += 1;
-                slabs += s.instances() as u64;
-                bytes += s.resident_bytes();
-            }
-            e.entering.fetch_sub(1, Ordering::AcqRel);
+            // SAFETY: the read guard keeps a published plan from being freed.
+            let s = unsafe { &*s };
+            plans += 1;
+            slabs += s.instances() as u64;
+            pinned += s.pinned() as u64;
+            bytes += s.resident_bytes();
         }
     });
-    (plans, slabs, bytes)
-}
-
-/// Before `fork`: takes every registry lock (in the order code nests them: `INSERT`, then
-/// `RETIRED`, then summaries; none is held while taking an earlier one), so no other
-/// thread is inside a critical section when the process is copied.
-pub(crate) fn before_fork() {
-    INSERT.lock_for_fork();
-    RETIRED.lock_for_fork();
-    for_each(|e| e.summary.lock_for_fork());
-}
-
-/// After `fork`, in the parent and in the child: releases what [`before_fork`] took (the
-/// forking thread holds them, and it is the one thread the child has).
-pub(crate) fn after_fork() {
-    for_each(|e| e.summary.force_unlock());
-    RETIRED.force_unlock();
-    INSERT.force_unlock();
+    (plans, slabs, pinned, bytes)
 }

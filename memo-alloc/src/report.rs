@@ -1,8 +1,9 @@
 //! `stats()` and `report(key)`.
 
+use crate::reclaim::RECLAIMER;
 use crate::registry;
 use crate::stats::{Stats, GLOBAL, MISS_REASONS};
-use crate::sync::{fence, Ordering};
+use crate::sync::Ordering;
 use crate::tls;
 
 /// Process-wide counters (**contract**). Passes still running are counted when they end.
@@ -14,9 +15,12 @@ use crate::tls;
 pub fn stats() -> Stats {
     tls::with_bookkeeping(|| {
         let mut s = GLOBAL.snapshot();
-        let (plans, slabs, resident) = registry::totals();
+        let (plans, slabs, pinned, resident) = registry::totals();
+        let (retired, retired_slabs) = RECLAIMER.pending();
         s.plans = plans;
-        s.slabs = slabs;
+        s.slabs = slabs + retired_slabs;
+        s.instances_pinned = pinned;
+        s.retired_plans = retired;
         s.slab_resident_bytes = resident;
         s.reserved_bytes = crate::region::reserved() as u64;
         s
@@ -28,7 +32,8 @@ pub fn stats() -> Stats {
 pub struct PassReport {
     /// The pass key.
     pub key: String,
-    /// `unplanned`, `profiling`, `planned` or `replan`.
+    /// `unplanned`, `profiling`, `planned` or `replan` (replays diverged: the next pass
+    /// profiles again).
     pub state: &'static str,
     /// Allocations in the last profiled pass (reallocs included).
     pub allocations: u64,
@@ -52,16 +57,29 @@ pub struct PassReport {
     pub strategy: String,
     /// Time planning took, in milliseconds.
     pub plan_millis: f64,
-    /// Slab instances of the current plan (the peak number of concurrent passes).
+    /// Slab instances of the current plan (the peak number of concurrent passes, plus
+    /// instances pinned by blocks that outlived their pass).
     pub slab_instances: u64,
+    /// Instances of the current plan put back with live slots.
+    pub instances_pinned: u64,
+    /// Slots of the current plan served by the backend (demoted).
+    pub slots_demoted: u64,
     /// Bytes of the current plan's slabs resident right now (`mincore`).
     pub slab_resident_bytes: u64,
-    /// Passes profiled, replayed, and run on the backend.
+    /// Passes profiled (abandoned profiles included).
     pub passes_profiled: u64,
     /// Passes replayed.
     pub passes_replayed: u64,
     /// Passes that ran on the backend.
     pub passes_backend: u64,
+    /// Profiles given up (out of memory, bounds, panics, thread exits).
+    pub profiles_abandoned: u64,
+    /// Replayed passes that unwound or whose thread exited (not counted as divergence).
+    pub replays_abandoned: u64,
+    /// Times the key's plan was evicted from the cache.
+    pub evictions: u64,
+    /// Passes not profiled because the cache was full of keys used more often.
+    pub admissions_refused: u64,
     /// Allocations served from slabs.
     pub slab_hits: u64,
     /// Misses by reason (indexed like [`crate::MissReason`]).
@@ -73,24 +91,22 @@ pub fn report(key: &str) -> Option<PassReport> {
     tls::with_bookkeeping(|| {
         let e = registry::find(key)?;
         let r = Ordering::Relaxed;
+        let c = &e.counters;
         let mut rep = PassReport {
             key: key.to_string(),
-            state: match e.state.load(r) {
-                registry::UNPLANNED => "unplanned",
-                registry::PROFILING => "profiling",
-                registry::PLANNED => "planned",
-                _ => "replan",
-            },
-            passes_profiled: e.passes_profiled.load(r),
-            passes_replayed: e.passes_replayed.load(r),
-            passes_backend: e.passes_backend.load(r),
-            slab_hits: e.slab_hits.load(r),
+            state: e.state().name(),
+            passes_profiled: c.passes_profiled.load(r),
+            passes_replayed: c.passes_replayed.load(r),
+            passes_backend: c.passes_backend.load(r),
+            profiles_abandoned: c.profiles_abandoned.load(r),
+            replays_abandoned: c.replays_abandoned.load(r),
+            evictions: c.evictions.load(r),
+            admissions_refused: c.admissions_refused.load(r),
+            slab_hits: c.slab_hits.load(r),
+            misses_by_reason: std::array::from_fn(|i| c.misses[i].load(r)),
             ..PassReport::default()
         };
-        for (m, g) in rep.misses_by_reason.iter_mut().zip(&e.misses) {
-            *m = g.load(r);
-        }
-        if let Some(s) = e.summary.with(|s| s.clone()) {
+        if let Some(s) = e.summary(|s| s.clone()) {
             rep.allocations = s.allocations;
             rep.planned = s.planned;
             rep.escaping = s.escaping;
@@ -103,16 +119,15 @@ pub fn report(key: &str) -> Option<PassReport> {
             rep.strategy = s.strategy;
             rep.plan_millis = s.plan_millis;
         }
-        e.entering.fetch_add(1, Ordering::AcqRel);
-        fence(Ordering::SeqCst); // as in `pass::choose`
-        let slabs = e.slabs.load(Ordering::Acquire);
+        let (_reading, slabs) = e.read();
         if !slabs.is_null() {
-            // SAFETY: `entering` keeps the published plan alive while we read it.
+            // SAFETY: the read guard keeps the published plan alive while we read it.
             let s = unsafe { &*slabs };
             rep.slab_instances = s.instances() as u64;
+            rep.instances_pinned = s.pinned() as u64;
+            rep.slots_demoted = s.plan.demoted();
             rep.slab_resident_bytes = s.resident_bytes();
         }
-        e.entering.fetch_sub(1, Ordering::AcqRel);
         Some(rep)
     })
 }

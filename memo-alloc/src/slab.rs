@@ -9,15 +9,21 @@
 //! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
-//! An instance whose slots are still live when its pass ends stays in the pool but is
-//! skipped at pass start until every occupant is `EMPTY` again.
+//! An instance put back with slots still live is *pinned*: the pages no live slot covers
+//! are returned to the OS, the slots that outlived the pass are noted (a slot whose
+//! blocks keep outliving passes is demoted to the backend, see
+//! `CompiledPlan::note_outlived`), and the pool prefers drained instances. Once
+//! [`PINNED_BEFORE_REUSE`] instances are pinned, a pass reuses a pinned one rather than
+//! grow the pool: the overlap check keeps its live blocks safe, at the cost of misses on
+//! the slots over them. So the pool stays near the peak number of concurrent passes, and
+//! the memory pinned instances hold is what the program keeps plus the plan's tables.
 
-use std::cell::UnsafeCell;
 use std::ptr;
 
 use crate::compile::CompiledPlan;
+use crate::fallible::{try_box, try_boxed_slice};
 use crate::region;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinLock};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, OwnerCell};
 
 /// No slot is live at this group.
 pub(crate) const EMPTY: u32 = u32::MAX;
@@ -29,19 +35,25 @@ const DEAD: u32 = 2;
 /// Most instances of one plan (concurrent passes of one key beyond this run on the backend).
 pub(crate) const MAX_INSTANCES: usize = 256;
 
+/// Pinned instances a pool holds before passes reuse them instead of creating new ones.
+pub(crate) const PINNED_BEFORE_REUSE: usize = 4;
+
 /// One slab and its replay state.
 pub(crate) struct Instance {
     pub(crate) plan: *const CompiledPlan,
     pub(crate) base: *mut u8,
     bytes: u64,
     state: AtomicU32,
-    may_have_live: AtomicBool,
+    /// Put back with live slots (some may still be live).
+    pinned: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
     /// Owner-only: per scope node, its next slot and the end of its slots (the node's
     /// ordinals, as slot indices).
-    pub(crate) cursors: UnsafeCell<Box<[(u32, u32)]>>,
+    pub(crate) cursors: OwnerCell<Box<[(u32, u32)]>>,
     /// Owner-only: entries so far of each `(parent, name)` group, at its base node.
-    pub(crate) occurrences: UnsafeCell<Box<[u32]>>,
+    pub(crate) occurrences: OwnerCell<Box<[u32]>>,
+    /// Owner-only: slots live when the instance was taken (already noted as outliving).
+    carried: OwnerCell<Vec<u32>>,
 }
 
 impl Instance {
@@ -51,61 +63,127 @@ impl Instance {
             .iter()
             .any(|o| o.load(Ordering::Acquire) != EMPTY)
     }
+
+    /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
+    /// empty stays empty until this instance's owner hands it out).
+    fn live_slots(&self) -> Vec<u32> {
+        self.occupant
+            .iter()
+            .map(|o| o.load(Ordering::Acquire))
+            .filter(|&s| s != EMPTY)
+            .collect()
+    }
+
+    /// Resets the owner-only state for a new pass.
+    ///
+    /// # Safety
+    /// The caller owns the instance (won `IN_USE`).
+    unsafe fn reset(&self, plan: &CompiledPlan, carried: Vec<u32>) {
+        // SAFETY: owned by the caller.
+        unsafe {
+            self.cursors
+                .with_mut(|c| c.copy_from_slice(plan.slot_ranges()));
+            self.occurrences.with_mut(|o| o.fill(0));
+            self.carried.with_mut(|c| *c = carried);
+        }
+    }
+}
+
+/// What putting an instance back found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// Slots still live: the instance is pinned.
+    pub(crate) live: u64,
+    /// Slots demoted because their blocks kept outliving passes.
+    pub(crate) demoted: u64,
+    /// Bytes of pages no live slot covers, returned to the OS.
+    pub(crate) pages_returned: u64,
 }
 
 /// A compiled plan and its pool of slab instances.
 pub(crate) struct Slabs {
     pub(crate) plan: CompiledPlan,
-    instances: [AtomicPtr<Instance>; MAX_INSTANCES],
+    instances: Box<[AtomicPtr<Instance>]>,
     count: AtomicUsize,
-    grow: SpinLock,
     /// Passes currently holding an instance.
     pub(crate) active: AtomicU32,
+    /// Read by loom models after registering with the plan, written when it is freed: a
+    /// use after free is a causality violation.
+    #[cfg(loom)]
+    pub(crate) probe: loom::cell::UnsafeCell<u32>,
 }
 
 impl Slabs {
-    pub(crate) fn new(plan: CompiledPlan) -> Slabs {
-        Slabs {
+    /// A pool of at most `capacity` instances; `None` when memory runs out.
+    pub(crate) fn new(plan: CompiledPlan, capacity: usize) -> Option<Box<Slabs>> {
+        let instances = try_boxed_slice(capacity, |_| AtomicPtr::new(ptr::null_mut()))?;
+        try_box(Slabs {
             plan,
-            instances: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_INSTANCES],
+            instances,
             count: AtomicUsize::new(0),
-            grow: SpinLock::new(),
             active: AtomicU32::new(0),
-        }
+            #[cfg(loom)]
+            probe: loom::cell::UnsafeCell::new(0),
+        })
     }
 
-    /// Number of instances created (the peak number of concurrent passes).
+    /// Number of instances created (the peak number of concurrent passes, plus pinned ones).
     pub(crate) fn instances(&self) -> usize {
         self.count.load(Ordering::Acquire)
     }
 
-    /// Takes a free, drained instance, creating one if none is; `None` when the pool is
-    /// full or no address space is left. Runs at pass start with the re-entrancy guard set.
+    fn published(&self) -> impl Iterator<Item = &Instance> {
+        let n = self.count.load(Ordering::Acquire);
+        self.instances[..n].iter().map(|slot| {
+            // SAFETY: published instances live as long as their `Slabs`.
+            unsafe { &*slot.load(Ordering::Acquire) }
+        })
+    }
+
+    /// Instances put back with live slots.
+    pub(crate) fn pinned(&self) -> usize {
+        self.published()
+            .filter(|i| i.pinned.load(Ordering::Relaxed))
+            .count()
+    }
+
+    /// Takes a free instance for a pass: a drained one, else a new one, else (when
+    /// [`PINNED_BEFORE_REUSE`] are pinned or the pool is full) a pinned one. `None` when
+    /// every instance is in use and the pool is full, or memory ran out. Runs at pass
+    /// start with the re-entrancy guard set.
     pub(crate) fn acquire(&self) -> Option<*mut Instance> {
-        if let Some(i) = self.take_existing() {
+        if let Some(i) = self.take_existing(false) {
             return Some(i);
         }
-        let _g = self.grow.lock();
-        if let Some(i) = self.take_existing() {
+        let _g = region::LOCK.lock();
+        if let Some(i) = self.take_existing(false) {
             return Some(i);
         }
         let n = self.count.load(Ordering::Acquire);
-        if n >= MAX_INSTANCES {
-            return None;
+        if n < self.instances.len() && self.pinned() < PINNED_BEFORE_REUSE {
+            if let Some(i) = self.create(n) {
+                return Some(i);
+            }
         }
-        let inst = Box::into_raw(Box::new(Instance {
-            plan: &self.plan,
+        self.take_existing(true)
+    }
+
+    /// Creates instance number `n` (with the region lock held).
+    fn create(&self, n: usize) -> Option<*mut Instance> {
+        let plan = &self.plan;
+        let inst = try_box(Instance {
+            plan,
             base: ptr::null_mut(),
-            bytes: self.plan.height,
+            bytes: plan.height,
             state: AtomicU32::new(IN_USE),
-            may_have_live: AtomicBool::new(false),
-            occupant: (0..self.plan.groups())
-                .map(|_| AtomicU32::new(EMPTY))
-                .collect(),
-            cursors: UnsafeCell::new(self.plan.slot_ranges().into()),
-            occurrences: UnsafeCell::new(vec![0; self.plan.nodes()].into_boxed_slice()),
-        }));
-        let Some(base) = region::carve(self.plan.height, inst) else {
+            pinned: AtomicBool::new(false),
+            occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
+            cursors: OwnerCell::new(try_boxed_slice(plan.nodes(), |i| plan.slot_ranges()[i])?),
+            occurrences: OwnerCell::new(try_boxed_slice(plan.nodes(), |_| 0)?),
+            carried: OwnerCell::new(Vec::new()),
+        })?;
+        let inst = Box::into_raw(inst);
+        let Some(base) = region::carve(plan.height, inst.cast()) else {
             // SAFETY: `inst` was just created by Box::into_raw and never shared.
             drop(unsafe { Box::from_raw(inst) });
             return None;
@@ -118,7 +196,8 @@ impl Slabs {
         Some(inst)
     }
 
-    fn take_existing(&self) -> Option<*mut Instance> {
+    /// Takes a free instance: drained ones only, or pinned ones too (`allow_pinned`).
+    fn take_existing(&self, allow_pinned: bool) -> Option<*mut Instance> {
         let n = self.count.load(Ordering::Acquire);
         for slot in &self.instances[..n] {
             let inst = slot.load(Ordering::Acquire);
@@ -130,48 +209,94 @@ impl Slabs {
             {
                 continue;
             }
-            if i.may_have_live.load(Ordering::Acquire) {
-                if i.any_live() {
+            let mut carried = Vec::new();
+            if i.pinned.load(Ordering::Acquire) {
+                carried = i.live_slots();
+                if carried.is_empty() {
+                    i.pinned.store(false, Ordering::Relaxed);
+                } else if !allow_pinned {
                     i.state.store(FREE, Ordering::Release);
                     continue;
                 }
-                i.may_have_live.store(false, Ordering::Relaxed);
             }
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
-            // owner-only arrays until it releases the instance.
-            unsafe {
-                (*i.cursors.get()).copy_from_slice(self.plan.slot_ranges());
-                (*i.occurrences.get()).fill(0);
-            }
+            // owner-only state until it releases the instance.
+            unsafe { i.reset(&self.plan, carried) };
             self.active.fetch_add(1, Ordering::AcqRel);
             return Some(inst);
         }
         None
     }
 
-    /// Puts an instance back at pass end.
-    pub(crate) fn release(&self, inst: *mut Instance) {
-        // SAFETY: `inst` was acquired from this pool and is still published.
+    /// Puts an instance back at pass end. With live slots it is pinned: slots newly live
+    /// are noted as outliving the pass (unless `cut_short`: a pass that unwound leaves
+    /// blocks live that it would have freed), and the pages no live slot covers are
+    /// returned.
+    ///
+    /// # Safety
+    /// `inst` was acquired from this pool by the calling pass, which is over: no slot of
+    /// it will be handed out until it is acquired again.
+    pub(crate) unsafe fn release(&self, inst: *mut Instance, cut_short: bool) -> Released {
+        // SAFETY: acquired from this pool and still published.
         let i = unsafe { &*inst };
-        if i.any_live() {
-            i.may_have_live.store(true, Ordering::Release);
+        let mut out = Released::default();
+        let now = self.plan.note_pass_end();
+        let live = i.live_slots();
+        if !live.is_empty() {
+            out.live = live.len() as u64;
+            // SAFETY: still owned by the caller.
+            let carried = unsafe { i.carried.with_mut(std::mem::take) };
+            if !cut_short {
+                for &s in live.iter().filter(|s| !carried.contains(s)) {
+                    out.demoted += self.plan.note_outlived(s, now) as u64;
+                }
+            }
+            out.pages_returned = self.return_uncovered_pages(i, &live);
+            i.pinned.store(true, Ordering::Release);
         }
         i.state.store(FREE, Ordering::Release);
         self.active.fetch_sub(1, Ordering::AcqRel);
+        out
+    }
+
+    /// Returns the pages of `i` that none of the `live` slots covers.
+    fn return_uncovered_pages(&self, i: &Instance, live: &[u32]) -> u64 {
+        let mut ranges: Vec<(u64, u64)> = live
+            .iter()
+            .filter_map(|&s| self.plan.slots.get(s as usize))
+            .map(|s| (s.offset, s.offset + s.size))
+            .collect();
+        ranges.sort_unstable();
+        let mut returned = 0;
+        let mut from = 0u64;
+        for (start, end) in ranges
+            .into_iter()
+            .chain([(self.plan.height, self.plan.height)])
+        {
+            if start > from {
+                // SAFETY: `[from, start)` lies inside the instance's slab (offsets are
+                // within the height) and no live slot covers it.
+                returned += region::return_pages(unsafe { i.base.add(from as usize) }, unsafe {
+                    i.base.add(start as usize)
+                });
+            }
+            from = from.max(end);
+        }
+        returned
     }
 
     /// Bytes of this plan's slabs resident in memory, measured with `mincore` (pages that
     /// were touched and not returned). Runs at pass boundaries or in `stats()`, never on the
     /// allocation path.
     pub(crate) fn resident_bytes(&self) -> u64 {
-        let n = self.count.load(Ordering::Acquire);
-        let page = 4096usize;
-        let mut total = 0u64;
+        let page = crate::geometry::PAGE;
+        let len = (self.plan.height as usize).div_ceil(page).max(1) * page;
         let mut vec: Vec<u8> = Vec::new();
-        for slot in &self.instances[..n] {
-            // SAFETY: published instances live as long as their `Slabs`.
-            let i = unsafe { &*slot.load(Ordering::Acquire) };
-            let len = (self.plan.height as usize).div_ceil(page).max(1) * page;
+        if vec.try_reserve_exact(len / page).is_err() {
+            return 0;
+        }
+        let mut total = 0u64;
+        for i in self.published() {
             vec.clear();
             vec.resize(len / page, 0);
             // SAFETY: `base..base + len` lies inside the instance's chunks (heights are
@@ -187,11 +312,8 @@ impl Slabs {
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are
     /// dead (the `Slabs` may then be freed).
     pub(crate) fn try_retire(&self) -> bool {
-        let n = self.count.load(Ordering::Acquire);
         let mut all = true;
-        for slot in &self.instances[..n] {
-            // SAFETY: published instances live as long as their `Slabs`.
-            let i = unsafe { &*slot.load(Ordering::Acquire) };
+        for i in self.published() {
             if i.state.load(Ordering::Acquire) == DEAD {
                 continue;
             }
@@ -215,9 +337,14 @@ impl Slabs {
 
 impl Drop for Slabs {
     fn drop(&mut self) {
-        let n = *self.count.get_mut();
-        for slot in &mut self.instances[..n] {
-            let inst = *slot.get_mut();
+        #[cfg(loom)]
+        self.probe.with_mut(|p| {
+            // SAFETY: loom checks this write is ordered after every read of the probe.
+            unsafe { *p = u32::MAX }
+        });
+        let n = self.count.load(Ordering::Acquire);
+        for slot in &self.instances[..n] {
+            let inst = slot.load(Ordering::Acquire);
             if !inst.is_null() {
                 // SAFETY: `drop` runs only after `try_retire` returned true, so no pass
                 // holds the instance, none of its slots is live, and its chunks were

@@ -6,10 +6,6 @@ use std::ptr;
 
 use crate::pass::Pass;
 
-/// Deepest op-scope nesting tracked; deeper scopes are attributed to their ancestor at
-/// this depth, identically in profiling and replay.
-pub(crate) const MAX_DEPTH: usize = 64;
-
 /// What the allocation path does on this thread right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -20,23 +16,19 @@ pub(crate) enum Hot {
     Profile = 1,
     /// A replayed pass: slab first.
     Replay = 2,
+    /// A pass running on the backend: count, then backend.
+    Counted = 3,
 }
 
 pub(crate) struct ThreadState {
     /// The allocation path's one branch.
     pub(crate) hot: Cell<Hot>,
     /// `hot` as it was before bookkeeping started (restored after).
-    pub(crate) saved: Cell<Hot>,
+    saved: Cell<Hot>,
     /// Re-entrancy depth of bookkeeping.
-    pub(crate) busy: Cell<u32>,
-    /// The running pass, owned by its `PassGuard`.
+    busy: Cell<u32>,
+    /// The running pass, owned by `lifecycle` (boxed); null outside passes.
     pub(crate) pass: Cell<*mut Pass>,
-    /// Nesting of `pass()` calls: inner ones are scopes.
-    pub(crate) pass_depth: Cell<u32>,
-    /// The op-scope stack: scope node ids (the pass's root is not on it).
-    pub(crate) stack: [Cell<u32>; MAX_DEPTH],
-    /// Number of entries in `stack` (may exceed `MAX_DEPTH`: the excess is not stored).
-    pub(crate) depth: Cell<u32>,
 }
 
 impl ThreadState {
@@ -46,20 +38,6 @@ impl ThreadState {
             saved: Cell::new(Hot::Backend),
             busy: Cell::new(0),
             pass: Cell::new(ptr::null_mut()),
-            pass_depth: Cell::new(0),
-            stack: [const { Cell::new(0) }; MAX_DEPTH],
-            depth: Cell::new(0),
-        }
-    }
-
-    /// The innermost scope node, or `root` outside any op.
-    #[inline]
-    pub(crate) fn top(&self, root: u32) -> u32 {
-        let d = self.depth.get() as usize;
-        if d == 0 {
-            root
-        } else {
-            self.stack[d.min(MAX_DEPTH) - 1].get()
         }
     }
 }
@@ -88,8 +66,13 @@ pub(crate) fn hot() -> Hot {
 pub(crate) fn hot_pass() -> (Hot, *mut Pass) {
     with(
         |s| (s.hot.get(), s.pass.get()),
-        (Hot::Backend, std::ptr::null_mut()),
+        (Hot::Backend, ptr::null_mut()),
     )
+}
+
+/// The running pass of this thread, or null.
+pub(crate) fn pass() -> *mut Pass {
+    with(|s| s.pass.get(), ptr::null_mut())
 }
 
 /// Marks the start of bookkeeping: until the matching [`end_bookkeeping`], this thread's
@@ -104,6 +87,7 @@ pub(crate) fn begin_bookkeeping(s: &ThreadState) {
     s.busy.set(b + 1);
 }
 
+/// Ends what [`begin_bookkeeping`] began.
 #[inline]
 pub(crate) fn end_bookkeeping(s: &ThreadState) {
     let b = s.busy.get().saturating_sub(1);
@@ -127,8 +111,8 @@ pub(crate) fn with_bookkeeping<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Sets the mode that will be in force once bookkeeping ends.
-pub(crate) fn set_mode_after_bookkeeping(s: &ThreadState, hot: Hot) {
+/// Sets the mode that will be in force once bookkeeping ends (now, outside bookkeeping).
+pub(crate) fn set_mode(s: &ThreadState, hot: Hot) {
     if s.busy.get() == 0 {
         s.hot.set(hot);
     } else {

@@ -298,16 +298,7 @@ impl Trace {
     }
 }
 
-/// Allocations asking for a larger alignment than this (the alignment of every slab base,
-/// 2 MiB) are never planned: replay serves them from the backend.
-pub const MAX_PLANNED_ALIGN: u64 = crate::region::CHUNK as u64;
-
-/// The alignment a slot gets: the requested one, raised to 16 bytes (what `malloc`
-/// guarantees) and to 64 bytes (a cache line) for buffers of 4 KiB or more.
-pub fn plan_align(requested: u64, size: u64) -> u64 {
-    let floor = if size >= 4096 { 64 } else { 16 };
-    requested.max(floor).next_power_of_two()
-}
+pub use crate::geometry::{plan_align, MAX_PLANNED_ALIGN};
 
 /// One planned allocation key and where it goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -389,13 +380,38 @@ impl PlanFile {
         }
     }
 
-    /// Checks the document's header and internal consistency.
+    /// Checks the document's header, its internal consistency and its bounds: scope
+    /// occurrences and slot ordinals no larger than the document's own counts, sizes and
+    /// alignments that a slab can honour, offsets inside the height, a height no slab
+    /// exceeds ([`MAX_SLAB_HEIGHT`]). The error names the first field found wrong.
     pub fn check(&self) -> Result<(), String> {
         check_header(&self.format, PLAN_FORMAT, self.version)?;
         check_scope_tree(&self.scopes)?;
+        if self.height > MAX_SLAB_HEIGHT {
+            return Err(format!(
+                "height {} exceeds the largest slab ({MAX_SLAB_HEIGHT} bytes)",
+                self.height
+            ));
+        }
+        for (i, s) in self.scopes.iter().enumerate() {
+            if s.occurrence as usize >= self.scopes.len() {
+                return Err(format!(
+                    "scope #{i} has occurrence {} in a plan of {} scopes",
+                    s.occurrence,
+                    self.scopes.len()
+                ));
+            }
+        }
         for (i, s) in self.slots.iter().enumerate() {
             if s.scope as usize >= self.scopes.len() {
                 return Err(format!("slot #{i} refers to unknown scope {}", s.scope));
+            }
+            if s.ordinal as usize >= self.slots.len() {
+                return Err(format!(
+                    "slot #{i} has ordinal {} in a plan of {} slots",
+                    s.ordinal,
+                    self.slots.len()
+                ));
             }
             if !s.align.is_power_of_two() || s.size == 0 {
                 return Err(format!(
@@ -404,6 +420,12 @@ impl PlanFile {
                 ));
             }
             if let Some(o) = s.offset {
+                if s.align > MAX_PLANNED_ALIGN {
+                    return Err(format!(
+                        "slot #{i} is planned with alignment {}, above a slab base's {MAX_PLANNED_ALIGN}",
+                        s.align
+                    ));
+                }
                 if o % s.align != 0 || o.checked_add(s.size).is_none_or(|e| e > self.height) {
                     return Err(format!("slot #{i} at offset {o} does not fit the plan"));
                 }
@@ -412,3 +434,7 @@ impl PlanFile {
         Ok(())
     }
 }
+
+/// The largest slab height a plan may have (32 GiB): a plan document asking for more is
+/// rejected rather than trusted.
+pub const MAX_SLAB_HEIGHT: u64 = 1 << 35;

@@ -11,14 +11,16 @@
 
 #![allow(dead_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+pub mod checked;
+
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use memo_alloc::MemoAlloc;
 
-/// `System` with call counters; const-constructible, so usable as
+/// [`checked::Checked`] with call counters; const-constructible, so usable as
 /// `static A: MemoAlloc<CountingBackend> = MemoAlloc::new(CountingBackend::new())`.
 pub struct CountingBackend {
     allocs: AtomicU64,
@@ -93,7 +95,7 @@ impl Default for CountingBackend {
     }
 }
 
-// SAFETY: forwards to `System`, or returns null (always allowed).
+// SAFETY: forwards to `Checked`, or returns null (always allowed).
 unsafe impl GlobalAlloc for CountingBackend {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.allocs.fetch_add(1, Ordering::SeqCst);
@@ -101,7 +103,7 @@ unsafe impl GlobalAlloc for CountingBackend {
             return std::ptr::null_mut();
         }
         // SAFETY: forwarded.
-        unsafe { System.alloc(layout) }
+        unsafe { checked::Checked.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -110,13 +112,13 @@ unsafe impl GlobalAlloc for CountingBackend {
             return std::ptr::null_mut();
         }
         // SAFETY: forwarded.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { checked::Checked.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         self.deallocs.fetch_add(1, Ordering::SeqCst);
         // SAFETY: forwarded.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { checked::Checked.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -125,7 +127,7 @@ unsafe impl GlobalAlloc for CountingBackend {
             return std::ptr::null_mut();
         }
         // SAFETY: forwarded.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { checked::Checked.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -1,0 +1,267 @@
+//! Loom models of the lock-free protocols, run on this crate's real code.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test -p memo-alloc --release --lib loom_tests
+//! ```
+//!
+//! Under `cfg(loom)`, `sync.rs` gives the protocol objects loom's atomics and owner
+//! cells, so these models drive the real `replay::claim`/`replay::free` (slot hand-off),
+//! `Slabs::acquire`/`release`/`try_retire` (the instance pool), and the real key state
+//! machine with `Readers` and `Reclaimer` (publication, eviction, reclamation). Slab memory
+//! is modelled by loom cells the threads write while they own a block: loom fails a model
+//! when two accesses to a cell are not ordered by happens-before, which is exactly "a slot
+//! handed out (or memory freed) while another thread may still use it". A plan's
+//! `probe` cell is read by passes registered with it and written when it is freed.
+//!
+//! Which mutation of the source each model catches (checked by hand, see the issue note):
+//! weakening `replay::free`'s store or `is_free`'s loads to `Relaxed` fails `hand_off`;
+//! removing either `SeqCst` fence of `reclaim.rs` fails `publication`.
+
+use std::sync::Arc;
+
+use loom::cell::UnsafeCell;
+use loom::thread;
+
+use crate::compile::CompiledPlan;
+use crate::reclaim::Reclaimer;
+use crate::registry::{KeyEntry, KeyState};
+use crate::replay;
+use crate::slab::{Instance, Slabs};
+use crate::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(f);
+}
+
+/// Slot 0: bytes 0..64 (group 0); slot 1: bytes 32..64 (group 1), covered by group 0.
+fn plan() -> CompiledPlan {
+    let slot = |ordinal, offset, size| PlanSlot {
+        scope: 0,
+        ordinal,
+        size,
+        align: 16,
+        offset: Some(offset),
+    };
+    let file = PlanFile {
+        format: PLAN_FORMAT.into(),
+        version: FORMAT_VERSION,
+        key: "loom".into(),
+        strategy: "test".into(),
+        height: 64,
+        lower_bound: 64,
+        naive: 96,
+        scopes: vec![TraceScope {
+            id: 0,
+            parent: None,
+            name: "loom".into(),
+            occurrence: 0,
+            enter: None,
+            exit: None,
+        }],
+        slots: vec![slot(0, 0, 64), slot(1, 32, 32)],
+    };
+    CompiledPlan::compile(&file).expect("a valid plan")
+}
+
+/// The two 32-byte halves of a slab: slot 0 spans both, slot 1 the second.
+struct Memory([UnsafeCell<u32>; 2]);
+
+impl Memory {
+    fn new() -> Memory {
+        Memory([UnsafeCell::new(0), UnsafeCell::new(0)])
+    }
+
+    fn halves(slot: u32) -> std::ops::Range<usize> {
+        if slot == 0 {
+            0..2
+        } else {
+            1..2
+        }
+    }
+
+    /// The owner of `slot` uses its memory.
+    fn write(&self, slot: u32) {
+        for h in Memory::halves(slot) {
+            // SAFETY: loom checks the access is ordered after every other one.
+            self.0[h].with_mut(|p| unsafe { *p += 1 });
+        }
+    }
+}
+
+/// Raw pointers handed between model threads (the program's own pointer hand-off).
+#[derive(Clone, Copy)]
+struct Shared(*mut Instance, *mut u8);
+
+// SAFETY: the instance and slab outlive the model's threads.
+unsafe impl Send for Shared {}
+
+/// Tries to hand out `slot` of `inst`; on success its memory is used.
+fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) -> bool {
+    // SAFETY: the instance lives as long as its pool.
+    let inst = unsafe { &*inst };
+    let ok = replay::claim(plan, inst, slot, &plan.slots[slot as usize]);
+    if ok {
+        mem.write(slot);
+    }
+    ok
+}
+
+/// Slot hand-off: the owner hands out slot 0, another thread uses and frees it while the
+/// owner tries to hand out slot 1, which overlaps it.
+#[test]
+fn hand_off() {
+    model(|| {
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = slabs.acquire().unwrap();
+        assert!(try_claim(&slabs.plan, inst, 0, &mem));
+        // SAFETY: the instance is held.
+        let base = unsafe { (*inst).base };
+        let shared = Shared(inst, base);
+        let m = mem.clone();
+        let freer = thread::spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write(0);
+            // SAFETY: `p` is slot 0's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        let got = try_claim(&slabs.plan, inst, 1, &mem);
+        freer.join().unwrap();
+        if !got {
+            assert!(try_claim(&slabs.plan, inst, 1, &mem), "free after the join");
+        }
+    });
+}
+
+/// The pool: an instance put back with a live slot (pinned) is reused only with that
+/// slot protected, and retired only once it is drained and no pass holds it.
+#[test]
+fn pool() {
+    model(|| {
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = slabs.acquire().unwrap();
+        assert!(try_claim(&slabs.plan, inst, 0, &mem));
+        // SAFETY: the instance is held.
+        let shared = Shared(inst, unsafe { (*inst).base });
+        let m = mem.clone();
+        let freer = thread::spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write(0);
+            // SAFETY: slot 0's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        let m = mem.clone();
+        let reuser = thread::spawn(move || {
+            if let Some(i) = slabs.acquire() {
+                try_claim(&slabs.plan, i, 1, &m);
+                // SAFETY: acquired here; the pass is over. (Slot 1 may stay live: the
+                // instance is pinned then.)
+                unsafe { slabs.release(i, false) };
+            }
+        });
+        // SAFETY: acquired above; this pass is over.
+        unsafe { slabs.release(inst, false) };
+        reuser.join().unwrap();
+        freer.join().unwrap();
+        // Free whatever the reuser left live, then retire: the memory may then be reused.
+        let i = slabs.acquire().unwrap();
+        // SAFETY: held; frees of live slots with their own pointers.
+        unsafe {
+            for g in 0..2u32 {
+                let live = (*i).occupant[g as usize].load(crate::sync::Ordering::Acquire);
+                if live != crate::slab::EMPTY {
+                    let off = slabs.plan.slots[live as usize].offset as usize;
+                    replay::free(i.cast(), (*i).base.add(off));
+                }
+            }
+            slabs.release(i, false);
+        }
+        assert!(slabs.try_retire(), "drained and idle");
+        mem.write(0);
+    });
+}
+
+/// A pass reading a key's plan (enter the readers, load the plan, register by taking an
+/// instance, use it) against a re-profile replacing that plan and reclaiming the old one
+/// at every pass boundary: the reader is never left with a freed plan. Without the
+/// `SeqCst` fences of `reclaim.rs` this is a store-buffering race and the model fails.
+#[test]
+fn publication() {
+    model(|| {
+        let entry: &'static KeyEntry = Box::leak(KeyEntry::new("k", 1).unwrap());
+        let reclaimer: &'static Reclaimer = Box::leak(Box::new(Reclaimer::new()));
+        let new_plan = || Box::into_raw(Slabs::new(plan(), 1).unwrap());
+        assert!(entry.begin_profile());
+        // SAFETY: a fresh plan, given to the key.
+        unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+        let a = entry.state().plan();
+        let reader = thread::spawn(move || read_and_use(entry));
+        assert!(entry.mark_stale(a) && entry.begin_profile());
+        // SAFETY: a fresh plan, given to the key (only the profiler publishes).
+        unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+        reclaimer.reclaim();
+        reclaimer.reclaim();
+        reader.join().unwrap();
+    });
+}
+
+/// What a pass does with a key's plan: see [`publication`].
+fn read_and_use(entry: &'static KeyEntry) {
+    let (guard, s) = entry.read();
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: the read guard keeps the plan from being freed until we register.
+    let slabs = unsafe { &*s };
+    let inst = slabs.acquire();
+    drop(guard);
+    if let Some(i) = inst {
+        // SAFETY: loom checks this read is ordered before the plan's free.
+        slabs.probe.with(|p| unsafe { assert_ne!(*p, u32::MAX) });
+        // SAFETY: acquired above; the pass is over.
+        unsafe { slabs.release(i, false) };
+    }
+}
+
+/// The key's state machine under a re-profile, an eviction and a reader at once: no
+/// transition is lost (a publication racing an eviction), every plan taken out of the
+/// key is freed once unused, and the reader never uses a freed plan.
+#[test]
+fn publication_and_eviction() {
+    model(|| {
+        let entry: &'static KeyEntry = Box::leak(KeyEntry::new("k", 1).unwrap());
+        let reclaimer: &'static Reclaimer = Box::leak(Box::new(Reclaimer::new()));
+        let new_plan = || Box::into_raw(Slabs::new(plan(), 1).unwrap());
+        assert!(entry.begin_profile());
+        // SAFETY: a fresh plan, given to the key.
+        unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+        let a = entry.state().plan();
+        let replanner = thread::spawn(move || {
+            entry.mark_stale(a);
+            if entry.begin_profile() {
+                // SAFETY: a fresh plan, given to the key (only the profiler publishes).
+                unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+            }
+        });
+        let evictor = thread::spawn(move || {
+            entry.evict(reclaimer);
+        });
+        let reader = thread::spawn(move || read_and_use(entry));
+        reclaimer.reclaim();
+        replanner.join().unwrap();
+        evictor.join().unwrap();
+        reader.join().unwrap();
+        reclaimer.reclaim();
+        // Every plan taken out of the key was freed; a key that holds a plan names it.
+        assert_eq!(reclaimer.pending().0, 0);
+        match entry.state() {
+            KeyState::Unplanned | KeyState::Profiling(_) => {}
+            KeyState::Planned(p) | KeyState::Stale(p) => assert!(!p.is_null()),
+        }
+    });
+}

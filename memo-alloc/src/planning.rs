@@ -1,0 +1,135 @@
+//! From a finished profile to a published plan: plan the trace with `memo-planner`, write
+//! the trace and plan files, compile the replay tables, publish them for the key, and
+//! keep the plan cache within its bound. Also plans loaded from `MEMO_PLAN_DIR`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::cache;
+use crate::compile::CompiledPlan;
+use crate::config::{Config, Mode};
+use crate::files;
+use crate::reclaim::RECLAIMER;
+use crate::registry::{self, KeyEntry, Summary};
+use crate::slab::{Slabs, MAX_INSTANCES};
+use crate::stats::{self, PlanRejection, GLOBAL};
+use crate::trace::{PlanFile, Trace};
+
+/// Plans a finished profile of `entry` (`serial`: its number among the key's profiles),
+/// writes its files, and in replay mode publishes the plan.
+pub(crate) fn finish_profile(
+    trace: &Trace,
+    entry: Option<&'static KeyEntry>,
+    serial: Option<u64>,
+    cfg: &Config,
+) {
+    let t0 = Instant::now();
+    let plan = PlanFile::from_trace(trace, cfg.strategy);
+    let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
+    if let Some(dir) = &cfg.trace_dir {
+        files::write_pass(dir, trace, &plan, serial);
+    }
+    let Some(entry) = entry else { return };
+    let summary = summarize(trace, &plan, plan_millis);
+    entry.summary(|s| *s = Some(summary));
+    if cfg.mode != Mode::Replay {
+        return;
+    }
+    match CompiledPlan::compile(&plan) {
+        Ok(compiled) => publish(entry, compiled, cfg.max_plans),
+        Err(e) => {
+            eprintln!("memomalloc: pass {:?} could not be planned: {e}", trace.key);
+            entry.abandon_profile();
+        }
+    }
+}
+
+fn summarize(trace: &Trace, plan: &PlanFile, plan_millis: f64) -> Summary {
+    Summary {
+        allocations: trace.allocations.len() as u64,
+        planned: plan.slots.iter().filter(|s| s.offset.is_some()).count() as u64,
+        escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64,
+        reallocs: trace
+            .allocations
+            .iter()
+            .filter(|a| a.realloc_parent.is_some())
+            .count() as u64,
+        events: trace.events,
+        scopes: trace.scopes.len() as u64,
+        height: plan.height,
+        lower_bound: plan.lower_bound,
+        naive: plan.naive,
+        strategy: plan.strategy.clone(),
+        plan_millis,
+    }
+}
+
+/// Publishes `compiled` as the plan of `entry`, which this thread is profiling, and
+/// evicts plans beyond `max_plans`.
+fn publish(entry: &'static KeyEntry, compiled: CompiledPlan, max_plans: usize) {
+    let Some(slabs) = Slabs::new(compiled, MAX_INSTANCES) else {
+        entry.abandon_profile();
+        return;
+    };
+    let raw = Box::into_raw(slabs);
+    // SAFETY: `raw` is a fresh box owned here.
+    if let Err(raw) = unsafe { entry.publish(raw, &RECLAIMER) } {
+        // SAFETY: not published: still ours.
+        drop(unsafe { Box::from_raw(raw) });
+        return;
+    }
+    cache::evict_beyond(max_plans, entry);
+}
+
+/// Loads every plan file of `dir` (see `files::plan_files`) into the registry; returns
+/// how many keys got a plan. A file that cannot be used is reported on stderr in one line
+/// naming it and the reason, and counted (`Stats::plan_files_rejected`); its key is
+/// profiled afresh.
+pub(crate) fn load_plans(dir: &Path, max_plans: usize) -> usize {
+    let paths = match files::plan_files(dir) {
+        Ok(paths) => paths,
+        Err(e) => {
+            eprintln!(
+                "memomalloc: MEMO_PLAN_DIR {} cannot be read: {e}",
+                dir.display()
+            );
+            return 0;
+        }
+    };
+    let mut loaded = 0;
+    for path in paths {
+        let compiled = files::read_plan_checked(&path).and_then(|p| {
+            CompiledPlan::compile(&p)
+                .map_err(|e| (PlanRejection::Invalid, format!("{}: {e}", path.display())))
+        });
+        match compiled {
+            Ok(plan) => {
+                let Some(entry) = registry::entry(&plan.key) else {
+                    continue;
+                };
+                if install(entry, plan, max_plans) {
+                    loaded += 1;
+                    stats::add(&GLOBAL.plan_files_loaded, 1);
+                }
+            }
+            Err((why, e)) => {
+                stats::add(&GLOBAL.plan_files_rejected[why as usize], 1);
+                eprintln!("memomalloc: rejected plan file {e}");
+            }
+        }
+    }
+    loaded
+}
+
+/// Installs a plan loaded from a file as the plan of `entry` and evicts plans beyond
+/// `max_plans`. Returns `false` if memory ran out.
+fn install(entry: &'static KeyEntry, compiled: CompiledPlan, max_plans: usize) -> bool {
+    let Some(slabs) = Slabs::new(compiled, MAX_INSTANCES) else {
+        return false;
+    };
+    let raw = Box::into_raw(slabs);
+    // SAFETY: `raw` is a fresh box owned here.
+    unsafe { entry.install(raw, &RECLAIMER) };
+    cache::evict_beyond(max_plans, entry);
+    true
+}

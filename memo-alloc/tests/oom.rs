@@ -1,0 +1,166 @@
+//! A backend out of memory never takes the process down: the caller gets null, a profile
+//! whose bookkeeping cannot grow is abandoned (and counted), the process goes on, and the
+//! key is profiled and replayed once memory is back.
+//!
+//! `MemoAlloc` over a backend that fails on command is this binary's global allocator, so
+//! the allocator's own bookkeeping meets the same failing backend as the program.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::{is_child, run_child};
+use memo_alloc::{AbandonReason, MemoAlloc};
+
+/// `System`, failing every request of at least `FAIL_FROM` bytes while `FAILING` is set.
+struct Failing;
+
+static FAILING: AtomicBool = AtomicBool::new(false);
+static FAIL_FROM: AtomicUsize = AtomicUsize::new(0);
+
+fn fails(size: usize) -> bool {
+    FAILING.load(Ordering::Relaxed) && size >= FAIL_FROM.load(Ordering::Relaxed)
+}
+
+// SAFETY: forwards to `System`, or returns null (allowed by the `GlobalAlloc` contract).
+unsafe impl GlobalAlloc for Failing {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if fails(layout.size()) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if fails(layout.size()) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if fails(new_size) {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static A: MemoAlloc<Failing> = MemoAlloc::new(Failing);
+
+fn fail_from(bytes: usize) {
+    FAIL_FROM.store(bytes, Ordering::SeqCst);
+    FAILING.store(true, Ordering::SeqCst);
+}
+
+fn recover() {
+    FAILING.store(false, Ordering::SeqCst);
+}
+
+/// A small heap block (one allocation per block).
+type Small = Box<[u8; 24]>;
+
+/// Many small blocks, all freed; `v` has room for them.
+#[allow(clippy::vec_box)] // the boxes are the point: one allocation each
+fn small_blocks(v: &mut Vec<Small>, n: usize) -> u64 {
+    for i in 0..n {
+        v.push(Box::new([i as u8; 24]));
+    }
+    let sum = v.iter().map(|b| b[0] as u64).sum();
+    v.clear();
+    sum
+}
+
+#[test]
+fn the_recorder_failing_to_grow_abandons_the_profile() {
+    run_child("child_recorder_oom", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_recorder_oom() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "oom-recorder";
+    let mut v = Vec::with_capacity(6_000);
+    {
+        let _p = memo_alloc::pass(KEY);
+        // Small blocks still succeed; the recorder's buffers (tens of KiB and more) fail.
+        fail_from(16 << 10);
+        black_box(small_blocks(&mut v, 6_000));
+        // The program's own large request fails, and it is told so.
+        let mut big: Vec<u8> = Vec::new();
+        assert!(big.try_reserve(1 << 20).is_err(), "the caller gets null");
+        recover();
+    }
+    let s = memo_alloc::stats();
+    assert_eq!(
+        s.profiles_abandoned[AbandonReason::OutOfMemory as usize],
+        1,
+        "{s:?}"
+    );
+    // Memory is back: the key is profiled (after its backoff) and replayed.
+    for _ in 0..8 {
+        let _p = memo_alloc::pass(KEY);
+        black_box(small_blocks(&mut v, 6_000));
+    }
+    let r = memo_alloc::report(KEY).expect("the key ran");
+    assert_eq!(r.state, "planned", "{r:?}");
+    assert!(r.passes_replayed >= 1 && r.slab_hits >= 6_000, "{r:?}");
+}
+
+#[test]
+fn passes_start_and_end_with_every_allocation_failing() {
+    run_child("child_total_oom", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_total_oom() {
+    if !is_child() {
+        return;
+    }
+    // Set up first (the configuration and the first pass), then fail everything.
+    {
+        let _p = memo_alloc::pass("oom-setup");
+    }
+    let mut ok = 0;
+    fail_from(0);
+    for key in ["oom-total-a", "oom-total-b", "oom-setup"] {
+        for _ in 0..3 {
+            let _p = memo_alloc::pass(key);
+            let layout = Layout::from_size_align(64, 8).unwrap();
+            // SAFETY: non-zero size; freed below if non-null.
+            let p = unsafe { A.alloc(layout) };
+            if !p.is_null() {
+                ok += 1;
+                // SAFETY: allocated above with `layout`.
+                unsafe { A.dealloc(p, layout) };
+            }
+        }
+    }
+    let _ = memo_alloc::stats();
+    let _ = memo_alloc::report("oom-total-a");
+    recover();
+    assert_eq!(ok, 0, "every allocation failed, none aborted");
+    // Memory is back: everything works.
+    let mut v = Vec::with_capacity(100);
+    for _ in 0..3 {
+        let _p = memo_alloc::pass("oom-after");
+        black_box(small_blocks(&mut v, 100));
+    }
+    let r = memo_alloc::report("oom-after").expect("the key ran");
+    assert_eq!((r.passes_profiled, r.passes_replayed), (1, 2), "{r:?}");
+}
