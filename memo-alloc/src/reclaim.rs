@@ -124,6 +124,7 @@ impl Reclaimer {
                 if s.active.load(Ordering::Acquire) != 0 || !s.try_retire() {
                     return true;
                 }
+                debug_assert_eq!(s.active.load(Ordering::Relaxed), 0);
                 // SAFETY: quiescent (no pass can reach it), unused, every instance dead.
                 drop(unsafe { Box::from_raw(r.slabs) });
                 freed += 1;

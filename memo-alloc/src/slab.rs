@@ -170,6 +170,7 @@ impl Slabs {
 
     /// Creates instance number `n` (with the region lock held).
     fn create(&self, n: usize) -> Option<*mut Instance> {
+        debug_assert!(n < self.instances.len() && n == self.count.load(Ordering::Relaxed));
         let plan = &self.plan;
         let inst = try_box(Instance {
             plan,
@@ -219,6 +220,7 @@ impl Slabs {
                     continue;
                 }
             }
+            debug_assert!(allow_pinned || carried.is_empty(), "drained unless allowed");
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
             // owner-only state until it releases the instance.
             unsafe { i.reset(&self.plan, carried) };
@@ -239,6 +241,11 @@ impl Slabs {
     pub(crate) unsafe fn release(&self, inst: *mut Instance, cut_short: bool) -> Released {
         // SAFETY: acquired from this pool and still published.
         let i = unsafe { &*inst };
+        debug_assert_eq!(
+            i.state.load(Ordering::Relaxed),
+            IN_USE,
+            "released by its pass"
+        );
         let mut out = Released::default();
         let now = self.plan.note_pass_end();
         let live = i.live_slots();
