@@ -4,8 +4,9 @@
 //! - Scope nodes are renumbered so that the `k`-th same-named child of a scope is
 //!   `base + k`: entering an op costs one hash lookup of `(parent, name)`.
 //! - Each node owns a contiguous range of slots indexed by ordinal (`slot_ranges`); a slab
-//!   instance keeps a cursor per node over that range, so an allocation's slot is the
-//!   cursor's next one.
+//!   instance keeps a [`Cursor`] per node over that range: an allocation's slot is the
+//!   cursor's next one, or one found by re-synchronising (see `replay.rs`). Each slot
+//!   carries the range of sizes seen for it across the profiles merged into the plan.
 //! - Planned slots are grouped by start offset (*address groups*, sorted by offset). At most
 //!   one slot per group can be live, so an instance keeps one occupant word per group.
 //!   Slot `i` may be handed out when every group starting inside its range
@@ -58,11 +59,29 @@ fn err<T>(msg: impl Into<String>) -> Result<T, CompileError> {
     Err(CompileError(msg.into()))
 }
 
+/// Where a node's allocations stand in its planned sequence, per slab instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    /// The slot the next allocation is expected at.
+    pub(crate) next: u32,
+    /// One past the node's last slot.
+    pub(crate) end: u32,
+    /// A slot ahead that the last unmatched request matched ([`NO_SLOT`]: none): if the
+    /// next request matches the slot after it, the cursor jumps there.
+    pub(crate) pending: u32,
+}
+
+/// No slot.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
 /// One allocation key's slot.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) offset: u64,
+    /// Planned size: the largest seen for this key.
     pub(crate) size: u64,
+    /// The smallest size seen for this key (requests between the two match it).
+    pub(crate) min_size: u64,
     /// Largest alignment the slot's address is guaranteed to have (its offset's, capped
     /// at the slab base alignment).
     pub(crate) max_align: u64,
@@ -84,6 +103,7 @@ impl Slot {
         Slot {
             offset: 0,
             size: 0,
+            min_size: 0,
             max_align: 0,
             group: 0,
             group_end: 0,
@@ -120,7 +140,7 @@ pub(crate) struct CompiledPlan {
     pub(crate) height: u64,
     nodes: u32,
     scope_groups: Vec<ScopeGroup>,
-    slot_ranges: Vec<(u32, u32)>,
+    cursors: Vec<Cursor>,
     pub(crate) slots: Vec<Slot>,
     pub(crate) group_offsets: Vec<u64>,
     cover: Vec<u32>,
@@ -238,6 +258,7 @@ fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, Compile
             ));
         }
         slot.size = s.size;
+        slot.min_size = s.min_size.unwrap_or(s.size).clamp(1, s.size);
         match s.offset {
             Some(o) => {
                 slot.offset = o;
@@ -415,6 +436,14 @@ impl CompiledPlan {
         let scopes = renumber_scopes(file)?;
         let scope_groups = scope_group_table(&scopes);
         let (mut slots, slot_ranges) = slot_table(file, &scopes)?;
+        let cursors = slot_ranges
+            .iter()
+            .map(|&(next, end)| Cursor {
+                next,
+                end,
+                pending: NO_SLOT,
+            })
+            .collect();
         let (groups, _demoted) = build_groups(&mut slots);
         let offset_table = offset_table(&groups.offsets);
         debug_assert_eq!(groups.cover_start.len(), groups.offsets.len() + 1);
@@ -423,7 +452,7 @@ impl CompiledPlan {
             height: file.height,
             nodes: scopes.nodes,
             scope_groups,
-            slot_ranges,
+            cursors,
             slots,
             group_offsets: groups.offsets,
             cover: groups.cover,
@@ -463,8 +492,8 @@ impl CompiledPlan {
     /// The slot of `(node, ordinal)`, if the plan has one.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
-        let &(first, end) = self.slot_ranges.get(node as usize)?;
-        (ordinal < end - first).then_some(first + ordinal)
+        let c = self.cursors.get(node as usize)?;
+        (ordinal < c.end - c.next).then_some(c.next + ordinal)
     }
 
     /// The cover list of a planned slot.
@@ -475,9 +504,9 @@ impl CompiledPlan {
             .unwrap_or(&[])
     }
 
-    /// Each node's slots as `(first, end)`: the cursors an instance starts a pass with.
-    pub(crate) fn slot_ranges(&self) -> &[(u32, u32)] {
-        &self.slot_ranges
+    /// The cursors an instance starts a pass with: each node at its first slot.
+    pub(crate) fn initial_cursors(&self) -> &[Cursor] {
+        &self.cursors
     }
 
     /// The address group starting exactly at `offset`.
@@ -558,6 +587,7 @@ mod tests {
             scope,
             ordinal,
             size,
+            min_size: None,
             align: 16,
             offset,
         }

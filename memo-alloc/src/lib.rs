@@ -105,7 +105,6 @@ pub use report::{report, stats, PassReport};
 pub use stats::{AbandonReason, MissReason, PlanRejection, Stats};
 
 use pass::Pass;
-use replay::Miss;
 use tls::Hot;
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
@@ -187,13 +186,13 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     unsafe fn alloc_missed(
         &self,
         pass: &mut Pass,
-        miss: Miss,
+        miss: MissReason,
         layout: Layout,
         zeroed: bool,
     ) -> *mut u8 {
         if std::thread::panicking() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(pass, miss) };
+            unsafe { replay::undo(pass) };
             tls::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
             // SAFETY: forwarded.
             return unsafe { self.backend_alloc(layout, zeroed) };
@@ -202,10 +201,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(pass, miss) };
+            unsafe { replay::undo(pass) };
             return ptr;
         }
-        pass.counters.misses[miss.reason as usize] += 1;
+        pass.counters.misses[miss as usize] += 1;
         ptr
     }
 

@@ -43,6 +43,7 @@ fn plan() -> CompiledPlan {
         scope: 0,
         ordinal,
         size,
+        min_size: None,
         align: 16,
         offset: Some(offset),
     };

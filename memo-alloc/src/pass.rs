@@ -2,9 +2,10 @@
 //! its op-scope stack and its recorder. How a pass starts and ends is `lifecycle.rs`; the
 //! public guards are `api.rs`.
 
-use crate::compile::CompiledPlan;
+use crate::compile::{CompiledPlan, NO_SLOT};
 use crate::recorder::Recorder;
 use crate::registry::KeyEntry;
+use crate::replay::Shrink;
 use crate::slab::{Instance, Slabs};
 use crate::stats::{AbandonReason, PassCounters};
 
@@ -37,6 +38,11 @@ pub(crate) struct Pass {
     /// the allocation path reads it without touching the stack.
     pub(crate) node: u32,
     pub(crate) counters: PassCounters,
+    /// The node, and its cursor's `next` and `pending`, as they were before the last
+    /// missed request (see `replay::undo`).
+    pub(crate) undo: (u32, u32, u32),
+    /// Whether this replay is of a smaller shape than its plan's (see `replay`).
+    pub(crate) shrink: Shrink,
     /// Identity: unique in the process, so a guard can tell its pass from a later one.
     pub(crate) serial: u64,
     pub(crate) mode: Mode,
@@ -62,6 +68,8 @@ impl Pass {
             base: std::ptr::null_mut(),
             node: 0,
             counters: PassCounters::default(),
+            undo: (UNKNOWN, NO_SLOT, NO_SLOT),
+            shrink: Shrink::Off,
             serial,
             mode: Mode::Backend,
             entry,

@@ -20,7 +20,7 @@
 
 use std::ptr;
 
-use crate::compile::CompiledPlan;
+use crate::compile::{CompiledPlan, Cursor};
 use crate::fallible::{try_box, try_boxed_slice};
 use crate::region;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, OwnerCell};
@@ -47,9 +47,8 @@ pub(crate) struct Instance {
     /// Put back with live slots (some may still be live).
     pinned: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
-    /// Owner-only: per scope node, its next slot and the end of its slots (the node's
-    /// ordinals, as slot indices).
-    pub(crate) cursors: OwnerCell<Box<[(u32, u32)]>>,
+    /// Owner-only: per scope node, where its allocations stand in its slots.
+    pub(crate) cursors: OwnerCell<Box<[Cursor]>>,
     /// Owner-only: entries so far of each `(parent, name)` group, at its base node.
     pub(crate) occurrences: OwnerCell<Box<[u32]>>,
     /// Owner-only: slots live when the instance was taken (already noted as outliving).
@@ -82,7 +81,7 @@ impl Instance {
         // SAFETY: owned by the caller.
         unsafe {
             self.cursors
-                .with_mut(|c| c.copy_from_slice(plan.slot_ranges()));
+                .with_mut(|c| c.copy_from_slice(plan.initial_cursors()));
             self.occurrences.with_mut(|o| o.fill(0));
             self.carried.with_mut(|c| *c = carried);
         }
@@ -179,7 +178,9 @@ impl Slabs {
             state: AtomicU32::new(IN_USE),
             pinned: AtomicBool::new(false),
             occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
-            cursors: OwnerCell::new(try_boxed_slice(plan.nodes(), |i| plan.slot_ranges()[i])?),
+            cursors: OwnerCell::new(try_boxed_slice(plan.nodes(), |i| {
+                plan.initial_cursors()[i]
+            })?),
             occurrences: OwnerCell::new(try_boxed_slice(plan.nodes(), |_| 0)?),
             carried: OwnerCell::new(Vec::new()),
         })?;

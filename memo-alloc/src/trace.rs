@@ -307,8 +307,13 @@ pub struct PlanSlot {
     pub scope: u32,
     /// Ordinal in that scope instance.
     pub ordinal: u32,
-    /// Planned size (the largest over its realloc chain).
+    /// Planned size (the largest over its realloc chain, and over the profiles merged
+    /// into the plan).
     pub size: u64,
+    /// The smallest size seen for this key over the merged profiles (absent: `size`).
+    /// Replay matches a request to the slot when its size lies between the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u64>,
     /// Planned alignment.
     pub align: u64,
     /// Offset in the slab; `None` when the allocation escaped the pass (served by the
@@ -358,6 +363,9 @@ impl PlanFile {
             slots.push(PlanSlot {
                 scope: a.scope,
                 ordinal,
+                // The request that takes the slot is the chain's first: for a realloc
+                // chain, smaller than the planned size.
+                min_size: (a.size < c.size).then_some(a.size),
                 size: c.size,
                 align: plan_align(c.align, c.size),
                 offset: offset_of_root[c.root as usize],

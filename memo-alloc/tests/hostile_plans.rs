@@ -31,6 +31,7 @@ fn slot(scope: u32, ordinal: u32, size: u64, offset: u64) -> PlanSlot {
         scope,
         ordinal,
         size,
+        min_size: None,
         align: 16,
         offset: Some(offset),
     }
