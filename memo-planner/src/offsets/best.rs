@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use crate::bounds::offsets_lower_bound;
 use crate::fixtures::Rng;
+use crate::offsets::exact;
 use crate::offsets::placer::GapFinder;
 use crate::offsets::OffsetStrategy;
 use crate::plan::OffsetPlan;
@@ -94,7 +95,7 @@ pub struct BestOptions {
     /// it is, the result may depend on the machine's speed.
     pub time_cap: Option<Duration>,
     /// Budgets of the final exact search (the defaults are those of the `exact` strategy).
-    pub exact: crate::offsets::exact::ExactOptions,
+    pub exact: exact::ExactOptions,
 }
 
 impl Default for BestOptions {
@@ -109,7 +110,7 @@ impl Default for BestOptions {
             exact_max_buffers: 16_384,
             exact_nodes: 10_000,
             time_cap: Some(Duration::from_secs(30)),
-            exact: crate::offsets::exact::ExactOptions::default(),
+            exact: exact::ExactOptions::default(),
         }
     }
 }
@@ -125,12 +126,12 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
 /// than any single strategy.
 pub fn plan_with(problem: &Problem, options: &BestOptions) -> OffsetPlan {
     let start = portfolio(problem, options);
-    crate::offsets::exact::search(problem, Some(&start), &options.exact).plan
+    exact::search(problem, &start, &options.exact).plan
 }
 
 /// The heuristics, their orderings, a small exact step and iterated greedy, without the
-/// final exact search.
-pub(crate) fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
+/// final exact search: the start plan of the `exact` strategy.
+pub fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
     let n = problem.len();
     if n == 0 {
         return OffsetPlan::default();
@@ -246,16 +247,17 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
     // lower bound after a few backtracks.
     let mut exact_best: Option<(u64, Vec<u64>)> = None;
     if n <= options.exact_max_buffers && options.exact_nodes > 0 {
-        let exact_options = crate::offsets::exact::ExactOptions {
+        let exact_options = exact::ExactOptions {
             node_limit: options.exact_nodes.saturating_add(2 * n as u64),
             min_nodes: u64::MAX, // a fixed budget, not scaled
             time_cap: options.time_cap,
             max_buffers: options.exact_max_buffers,
+            parallel: false,
         };
         let start_plan = OffsetPlan {
             offsets: best_offsets.clone(),
         };
-        let out = crate::offsets::exact::improve(problem, &start_plan, &exact_options);
+        let out = exact::search(problem, &start_plan, &exact_options).plan;
         let h = out.height(problem);
         if h <= lb {
             return out;
