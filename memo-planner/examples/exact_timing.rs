@@ -1,10 +1,11 @@
 //! Runs the `exact` strategy on CSV problems and prints height, proven lower bound, time
 //! and nodes: `cargo run --release -p memo-planner --example exact_timing -- FILE.csv...`
-//! (`--nodes N` sets the node budget, `--serial` runs the two tracks on one thread).
+//! (`--nodes N` sets the node budget, `--serial` runs the two tracks on one thread;
+//! `plane:N:SEED` instead of a file generates an exact tiling of N buffers).
 use std::time::Instant;
 
 use memo_planner::offsets::{best, exact};
-use memo_planner::{offsets_lower_bound, read_problem_file, validate_offsets};
+use memo_planner::{fixtures, offsets_lower_bound, read_problem_file, validate_offsets};
 
 fn main() {
     let mut options = exact::ExactOptions::default();
@@ -20,7 +21,16 @@ fn main() {
         }
     }
     for f in files {
-        let (p, _) = read_problem_file(&f).unwrap_or_else(|e| panic!("{e}"));
+        let p = match f.strip_prefix("plane:") {
+            Some(spec) => {
+                let mut it = spec
+                    .split(':')
+                    .map(|x| x.parse::<u64>().expect("plane:N:SEED"));
+                let (n, seed) = (it.next().unwrap_or(300), it.next().unwrap_or(1));
+                fixtures::exact_plane(n as usize, 1 << 20, seed)
+            }
+            None => read_problem_file(&f).unwrap_or_else(|e| panic!("{e}")).0,
+        };
         let t = Instant::now();
         let start = best::portfolio(&p, &best::BestOptions::default());
         let t_start = t.elapsed().as_secs_f64();

@@ -31,7 +31,9 @@
 //! the shared placer's `GapIndex`: the lists hold unions of ranges, so on DNN traces they are
 //! much shorter than the number of conflicting buffers). The improvement phase is bounded
 //! by a *work budget* counted in ranges visited by the queries plus one per placement:
-//! [`BestOptions::work_passes`] times the work of the first pass, clamped to
+//! [`BestOptions::work_passes`] times the work of the first pass (fewer passes above
+//! [`BestOptions::work_scale_buffers`] buffers, in proportion, so that a 100,000-buffer
+//! pass of the allocator plans in about a second on one core), clamped to
 //! [`BestOptions::min_work`]..[`BestOptions::max_work`]. The exact step is bounded by its
 //! node budget.
 //!
@@ -73,6 +75,9 @@ pub struct BestOptions {
     /// Work budget of the improvement phase, as a multiple of the work of one best-fit pass
     /// (work = conflicting ranges visited by the placement queries, plus one per placement).
     pub work_passes: u64,
+    /// Above this many buffers the improvement phase gets proportionally fewer passes
+    /// (`work_passes * work_scale_buffers / n`, at least one).
+    pub work_scale_buffers: usize,
     /// The improvement budget is at least this much work, so that small instances get a
     /// fair number of rounds.
     pub min_work: u64,
@@ -102,6 +107,7 @@ impl Default for BestOptions {
     fn default() -> BestOptions {
         BestOptions {
             work_passes: 40,
+            work_scale_buffers: 8_192,
             min_work: 200_000,
             max_work: 8_000_000,
             seed: 0x5EED_0FBE,
@@ -267,7 +273,7 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
         }
     }
     let budget = first_pass_work
-        .saturating_mul(options.work_passes)
+        .saturating_mul(improvement_passes(options, n))
         .clamp(options.min_work, options.max_work.max(options.min_work));
     let stop = engine.work().saturating_add(budget);
     improve(
@@ -285,6 +291,17 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
         _ => OffsetPlan {
             offsets: best_offsets,
         },
+    }
+}
+
+/// Passes of work the improvement phase may spend on `n` buffers.
+fn improvement_passes(options: &BestOptions, n: usize) -> u64 {
+    let scale = options.work_scale_buffers.max(1) as u128;
+    let passes = options.work_passes as u128;
+    if n as u128 <= scale {
+        options.work_passes
+    } else {
+        ((passes * scale / n as u128) as u64).max(1)
     }
 }
 
