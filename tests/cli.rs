@@ -378,3 +378,96 @@ fn bad_traces_fail_with_the_file_and_what_is_wrong() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/d.json: cannot write"));
 }
+
+/// minimalloc's `InfeasibleTricky`: max load 4, optimum 5.
+const TRICKY: &str =
+    "id,lower,upper,size\n0,0,1,3\n1,0,3,1\n2,4,5,3\n3,2,5,1\n4,1,2,2\n5,3,4,2\n6,1,4,1\n";
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&stdout(&memo(args))).unwrap()
+}
+
+#[test]
+fn exact_says_whether_its_plan_is_proven_optimal() {
+    let f = tmp("tricky.csv", TRICKY);
+    let f = f.to_str().unwrap();
+    let v = json(&["plan", f, "--strategy", "exact", "--format", "json"]);
+    assert_eq!(v["strategy"], "exact");
+    assert_eq!(v["total"], 5);
+    assert_eq!(v["lower_bound"], 4);
+    // The search proved 4 infeasible, so 5 is optimal.
+    assert_eq!(v["proven_lower_bound"], 5);
+    assert_eq!(v["optimal"], true);
+    assert!(v["nodes"].as_u64().is_some());
+    // Other strategies say so too, from the lower bound alone.
+    let v = json(&["plan", f, "--strategy", "naive", "--format", "json"]);
+    assert_eq!(v["optimal"], false);
+    let text = stdout(&memo(&[
+        "plan",
+        f,
+        "--strategy",
+        "exact",
+        "--time-limit",
+        "5",
+    ]));
+    assert!(text.contains("optimal      yes (proven)"), "{text}");
+}
+
+#[test]
+fn exact_decides_a_capacity() {
+    let f = tmp("tricky2.csv", TRICKY);
+    let f = f.to_str().unwrap();
+    let at = |cap: &str| {
+        json(&[
+            "plan",
+            f,
+            "--strategy",
+            "exact",
+            "--capacity",
+            cap,
+            "--format",
+            "json",
+        ])
+    };
+    let v = at("5");
+    assert_eq!(v["status"], "feasible");
+    assert_eq!(v["total"], 5);
+    assert_eq!(v["offsets"].as_array().unwrap().len(), 7);
+    for cap in ["4", "3"] {
+        let v = at(cap);
+        assert_eq!(v["status"], "infeasible", "{cap}");
+        assert!(v.get("offsets").is_none(), "{cap}");
+    }
+    // No plan to print as CSV.
+    let o = memo(&[
+        "plan",
+        f,
+        "--strategy",
+        "exact",
+        "--capacity",
+        "4",
+        "--format",
+        "csv",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("infeasible"));
+    let text = stdout(&memo(&[
+        "plan",
+        f,
+        "--strategy",
+        "exact",
+        "--capacity",
+        "4",
+    ]));
+    assert!(text.contains("status       infeasible"), "{text}");
+    // The flags belong to exact.
+    for args in [
+        &["plan", f, "--capacity", "5"][..],
+        &["plan", f, "--strategy", "best", "--time-limit", "1"][..],
+        &["plan", f, "--strategy", "exact", "--time-limit", "-1"][..],
+    ] {
+        let o = memo(args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -177,6 +177,51 @@ pub fn dnn_trace(n: usize, seed: u64) -> Problem {
     Problem::new(buffers).expect("generated trace is valid")
 }
 
+/// An instance that tiles the time x address plane exactly: the rectangle `[0, 2n) x [0,
+/// height)` cut by random guillotine cuts into `n` buffers (the piece with the largest
+/// area is cut next, across time or across addresses, at a random point). Every moment
+/// has load `height`, so the optimum equals the lower bound, with no slack anywhere:
+/// one misplaced buffer leaves a hole that nothing can fill.
+pub fn exact_plane(n: usize, height: u64, seed: u64) -> Problem {
+    let mut rng = Rng::new(seed);
+    let width = 2 * n.max(1) as u64;
+    // (lower, upper, bottom, top)
+    let mut pieces = vec![(0u64, width, 0u64, height.max(1))];
+    while pieces.len() < n {
+        let area = |p: &(u64, u64, u64, u64)| (p.1 - p.0) as u128 * (p.3 - p.2) as u128;
+        let k = (0..pieces.len())
+            .max_by_key(|&k| (area(&pieces[k]), std::cmp::Reverse(k)))
+            .expect("a piece");
+        let (l, u, b, t) = pieces[k];
+        let across_time = if u - l < 2 {
+            false
+        } else if t - b < 2 {
+            true
+        } else {
+            rng.below(2) == 0
+        };
+        if across_time {
+            let m = l + 1 + rng.below(u - l - 1);
+            pieces[k] = (l, m, b, t);
+            pieces.push((m, u, b, t));
+        } else if t - b >= 2 {
+            let m = b + 1 + rng.below(t - b - 1);
+            pieces[k] = (l, u, b, m);
+            pieces.push((l, u, m, t));
+        } else {
+            break; // every piece is a unit square
+        }
+    }
+    Problem::new(
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(i, &(l, u, b, t))| Buffer::new(i.to_string(), l, u, t - b))
+            .collect(),
+    )
+    .expect("generated tiling is valid")
+}
+
 #[cfg(test)]
 pub(crate) mod strategies {
     //! proptest strategies for random problems.
@@ -207,6 +252,18 @@ pub(crate) mod strategies {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_plane_tiles_the_plane() {
+        for seed in 0..5 {
+            let p = exact_plane(60, 1000, seed);
+            assert_eq!(p.len(), 60);
+            assert_eq!(crate::offsets_lower_bound(&p), 1000);
+            let t = crate::timeline::Timeline::new(&p);
+            assert!(t.breadths(&p).iter().all(|&b| b == 1000), "seed {seed}");
+            assert_eq!(p, exact_plane(60, 1000, seed));
+        }
+    }
 
     #[test]
     fn dnn_trace_is_deterministic_and_sized() {

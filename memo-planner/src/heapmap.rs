@@ -165,7 +165,111 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
          viewBox=\"0 0 {w} {h}\" {FONT}>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n"
     );
-    let mut notes: Vec<(String, &str)> = Vec::new();
+    let mut notes = input_notes(problem, plan, options, n);
+    text(
+        &mut out,
+        16.0,
+        26.0,
+        18.0,
+        "start",
+        "bold",
+        "#111",
+        &options.title,
+    );
+    if n == 0 {
+        draw_empty(&mut out, w, h, buffers.is_empty(), &notes);
+        return out;
+    }
+    let lb = options
+        .lower_bound
+        .unwrap_or_else(|| offsets_lower_bound(problem));
+    let height = plan.height(problem);
+    let drawn = Drawn {
+        buffers: &buffers[..n],
+        offsets: &plan.offsets[..n],
+    };
+    let (t0, t1) = time_window(drawn.buffers, options, &mut notes);
+    let mut header = subtitle(buffers.len(), height, lb, w);
+    header.append(&mut notes);
+    let frame = Frame::new(w, h, header.len(), (t0, t1), height.max(lb));
+    let (colors, color_of, legend) = colouring(drawn.buffers, options);
+    let (items, dust) = screen_items(&drawn, &frame, options.max_rects);
+    let tooltips = items.len() + dust.len() <= options.max_tooltips;
+    let shown = items.len() + dust.len();
+    for (k, (note, color)) in header.iter().enumerate() {
+        text(
+            &mut out,
+            16.0,
+            46.0 + 16.0 * k as f64,
+            12.0,
+            "start",
+            "normal",
+            color,
+            note,
+        );
+    }
+    let (yt, xt) = (byte_ticks(frame.ymax), time_ticks(t0, t1));
+    draw_grid(&mut out, &frame, &yt, &xt);
+    draw_buffers(
+        &mut out,
+        &frame,
+        &drawn,
+        &items,
+        (&colors, &color_of),
+        tooltips,
+    );
+    if !dust.is_empty() {
+        let centres: Vec<(f64, f64)> = dust
+            .iter()
+            .map(|d| (d.x + d.w / 2.0, d.y + d.h / 2.0))
+            .collect();
+        draw_dust(
+            &mut out,
+            &centres,
+            frame.px0,
+            frame.py0,
+            frame.pw(),
+            frame.ph(),
+        );
+    }
+    draw_marks(&mut out, &frame, height, lb);
+    draw_axes(&mut out, &frame, &yt, &xt);
+    if frame.right >= 200.0 {
+        let mut entries = legend;
+        if !dust.is_empty() {
+            entries.push(LegendEntry {
+                label: format!("< 1 px, merged ({})", group_digits(dust.len() as u64)),
+                color: DUST_COLOR.to_string(),
+            });
+        }
+        let mut foot = vec![format!("{} buffers drawn", group_digits(shown as u64))];
+        if !tooltips {
+            foot.push(format!(
+                "tooltips off (> {})",
+                group_digits(options.max_tooltips as u64)
+            ));
+        }
+        draw_legend(&mut out, &frame, options, &entries, &foot);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The drawn buffers and their offsets (the first `n` of the problem and the plan).
+struct Drawn<'a> {
+    buffers: &'a [crate::problem::Buffer],
+    offsets: &'a [u64],
+}
+
+/// Warnings about the input: a plan or a group list of the wrong length.
+fn input_notes(
+    problem: &Problem,
+    plan: &OffsetPlan,
+    options: &HeapmapOptions,
+    n: usize,
+) -> Vec<(String, &'static str)> {
+    let buffers = problem.buffers();
+    let mut notes = Vec::new();
     if plan.offsets.len() != buffers.len() {
         notes.push((
             format!(
@@ -189,108 +293,89 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
             ));
         }
     }
-    text(
-        &mut out,
-        16.0,
-        26.0,
-        18.0,
-        "start",
-        "bold",
-        "#111",
-        &options.title,
-    );
-    if n == 0 {
-        let msg = if buffers.is_empty() {
-            "no buffers"
-        } else {
-            "no buffers to draw"
-        };
+    notes
+}
+
+/// The picture of a problem with nothing to draw, and its notes; closes the SVG.
+fn draw_empty(out: &mut String, w: f64, h: f64, no_buffers: bool, notes: &[(String, &str)]) {
+    let msg = if no_buffers {
+        "no buffers"
+    } else {
+        "no buffers to draw"
+    };
+    text(out, w / 2.0, h / 2.0, 20.0, "middle", "normal", "#666", msg);
+    for (k, (note, color)) in notes.iter().enumerate() {
         text(
-            &mut out,
-            w / 2.0,
-            h / 2.0,
-            20.0,
-            "middle",
+            out,
+            16.0,
+            46.0 + 16.0 * k as f64,
+            12.0,
+            "start",
             "normal",
-            "#666",
-            msg,
+            color,
+            note,
         );
-        for (k, (note, color)) in notes.iter().enumerate() {
-            text(
-                &mut out,
-                16.0,
-                46.0 + 16.0 * k as f64,
-                12.0,
-                "start",
-                "normal",
-                color,
-                note,
-            );
-        }
-        out.push_str("</svg>\n");
-        return out;
     }
+    out.push_str("</svg>\n");
+}
 
-    let lb = options
-        .lower_bound
-        .unwrap_or_else(|| offsets_lower_bound(problem));
-    let height = plan.height(problem);
-    let offsets = &plan.offsets[..n];
-    let drawn = &buffers[..n];
-
-    // Time window.
+/// The time window `[t0, t1)`: the option's range, or the whole span, cut before the
+/// tail of long-lived buffers when [`HeapmapOptions::trim_long_lived`] is set (a note says
+/// so).
+fn time_window(
+    drawn: &[crate::problem::Buffer],
+    options: &HeapmapOptions,
+    notes: &mut Vec<(String, &'static str)>,
+) -> (u64, u64) {
     let full = (
         drawn.iter().map(|b| b.lower).min().unwrap_or(0),
         drawn.iter().map(|b| b.upper).max().unwrap_or(1),
     );
-    let mut long_lived = 0usize;
-    let (t0, t1) = match options.time_range {
-        Some((s, e)) if s < e => (s, e),
+    match options.time_range {
+        Some((s, e)) if s < e => return (s, e),
         Some((s, e)) => {
             notes.push((format!("empty time range [{s}, {e}) ignored"), BOUND_COLOR));
-            full
+            return full;
         }
-        None if options.trim_long_lived => {
-            // The ends after the last allocation, in order; cut at the first big gap.
-            let last_start = drawn.iter().map(|b| b.lower).max().unwrap_or(full.0);
-            let mut tail: Vec<u64> = drawn
-                .iter()
-                .map(|b| b.upper)
-                .filter(|&u| u > last_start)
-                .collect();
-            tail.sort_unstable();
-            tail.dedup();
-            let min_gap = ((full.1 - full.0) / 2).max(last_start - full.0);
-            let cut = tail
-                .windows(2)
-                .find(|p| p[1] - p[0] > min_gap)
-                .map(|p| p[0]);
-            match cut {
-                Some(end) => {
-                    long_lived = drawn.iter().filter(|b| b.upper > end).count();
-                    (full.0, end)
-                }
-                None => full,
-            }
-        }
-        None => full,
+        None if !options.trim_long_lived => return full,
+        None => {}
+    }
+    // The ends after the last allocation, in order; cut at the first big gap.
+    let last_start = drawn.iter().map(|b| b.lower).max().unwrap_or(full.0);
+    let mut tail: Vec<u64> = drawn
+        .iter()
+        .map(|b| b.upper)
+        .filter(|&u| u > last_start)
+        .collect();
+    tail.sort_unstable();
+    tail.dedup();
+    let min_gap = ((full.1 - full.0) / 2).max(last_start - full.0);
+    let Some(end) = tail
+        .windows(2)
+        .find(|p| p[1] - p[0] > min_gap)
+        .map(|p| p[0])
+    else {
+        return full;
     };
-
+    let long_lived = drawn.iter().filter(|b| b.upper > end).count();
     if long_lived > 0 {
         notes.push((
             format!(
                 "time axis cut at {}: {} long-lived buffers live on up to {}",
-                group_digits(t1),
+                group_digits(end),
                 group_digits(long_lived as u64),
                 group_digits(full.1)
             ),
             "#555",
         ));
     }
+    (full.0, end)
+}
 
-    // The subtitle, wrapped at its separators to fit about the width (6.6 px a character).
+/// The subtitle, wrapped at its separators to fit about the width (6.6 px a character).
+fn subtitle(buffers: usize, height: u64, lb: u64, w: f64) -> Vec<(String, &'static str)> {
     let mut parts = vec![
-        format!("{} buffers", group_digits(buffers.len() as u64)),
+        format!("{} buffers", group_digits(buffers as u64)),
         format!("height {}", short_size(height as f64)),
         format!("lower bound {}", short_size(lb as f64)),
     ];
@@ -301,7 +386,7 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
         ));
     }
     let max_chars = ((w - 32.0) / 6.6).max(10.0) as usize;
-    let mut header: Vec<(String, &str)> = Vec::new();
+    let mut header: Vec<(String, &'static str)> = Vec::new();
     for part in parts {
         match header.last_mut() {
             Some((line, _)) if line.chars().count() + 3 + part.chars().count() <= max_chars => {
@@ -311,41 +396,84 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
             _ => header.push((part, "#555")),
         }
     }
-    header.append(&mut notes);
+    header
+}
 
-    // Layout.
-    let top = 44.0 + 16.0 * header.len() as f64;
-    let (left, right, bottom) = (86.0, if w >= 560.0 { 200.0 } else { 16.0 }, 50.0);
-    let px0 = left;
-    let px1 = (w - right).max(px0 + 40.0);
-    let py0 = top;
-    let py1 = (h - bottom).max(py0 + 40.0);
-    let (pw, ph) = (px1 - px0, py1 - py0);
-    // Leave room above the upper line for its label.
-    let ymax = (height.max(lb).max(1) as f64) * ph / (ph - 20.0).max(1.0);
-    let tspan = (t1 - t0) as f64;
-    let xs = |t: u64| px0 + (t.saturating_sub(t0).min(t1 - t0) as f64) / tspan * pw;
-    let ys = |a: f64| py1 - a / ymax * ph;
+/// The plot area and the scales from time and bytes to pixels.
+struct Frame {
+    px0: f64,
+    px1: f64,
+    py0: f64,
+    py1: f64,
+    /// Room right of the plot (the legend's, when at least 200).
+    right: f64,
+    /// The byte value at the top of the plot.
+    ymax: f64,
+    t0: u64,
+    t1: u64,
+}
 
-    // Colours.
-    let (colors, color_of, legend) = colouring(drawn, options);
-
-    // Screen rectangles of the buffers in the window.
-    struct Item {
-        index: usize,
-        x: f64,
-        y: f64,
-        w: f64,
-        h: f64,
+impl Frame {
+    /// The layout of a `w` x `h` picture with `header_lines` lines under the title, for
+    /// the time window `(t0, t1)` and addresses up to `top_value`.
+    fn new(w: f64, h: f64, header_lines: usize, (t0, t1): (u64, u64), top_value: u64) -> Frame {
+        let top = 44.0 + 16.0 * header_lines as f64;
+        let (left, right, bottom) = (86.0, if w >= 560.0 { 200.0 } else { 16.0 }, 50.0);
+        let px1 = (w - right).max(left + 40.0);
+        let py1 = (h - bottom).max(top + 40.0);
+        let ph = py1 - top;
+        // Leave room above the upper line for its label.
+        let ymax = (top_value.max(1) as f64) * ph / (ph - 20.0).max(1.0);
+        Frame {
+            px0: left,
+            px1,
+            py0: top,
+            py1,
+            right,
+            ymax,
+            t0,
+            t1,
+        }
     }
-    let mut items: Vec<Item> = Vec::with_capacity(n);
-    for (i, (b, &off)) in drawn.iter().zip(offsets).enumerate() {
-        let (l, u) = (b.lower.max(t0), b.upper.min(t1));
+
+    fn pw(&self) -> f64 {
+        self.px1 - self.px0
+    }
+
+    fn ph(&self) -> f64 {
+        self.py1 - self.py0
+    }
+
+    fn x(&self, t: u64) -> f64 {
+        let span = (self.t1 - self.t0) as f64;
+        self.px0 + (t.saturating_sub(self.t0).min(self.t1 - self.t0) as f64) / span * self.pw()
+    }
+
+    fn y(&self, a: f64) -> f64 {
+        self.py1 - a / self.ymax * self.ph()
+    }
+}
+
+/// A buffer's rectangle on screen.
+struct Item {
+    index: usize,
+    x: f64,
+    y: f64,
+    w: f64,
+    h: f64,
+}
+
+/// The screen rectangles of the buffers in the window, and the sub-pixel ones that are
+/// merged into dust when there are more than `max_rects`.
+fn screen_items(drawn: &Drawn, frame: &Frame, max_rects: usize) -> (Vec<Item>, Vec<Item>) {
+    let mut items: Vec<Item> = Vec::with_capacity(drawn.buffers.len());
+    for (i, (b, &off)) in drawn.buffers.iter().zip(drawn.offsets).enumerate() {
+        let (l, u) = (b.lower.max(frame.t0), b.upper.min(frame.t1));
         if l >= u {
             continue;
         }
-        let (x0, x1) = (xs(l), xs(u));
-        let (ya, yb) = (ys(off as f64), ys(off as f64 + b.size as f64));
+        let (x0, x1) = (frame.x(l), frame.x(u));
+        let (ya, yb) = (frame.y(off as f64), frame.y(off as f64 + b.size as f64));
         items.push(Item {
             index: i,
             x: x0,
@@ -354,82 +482,76 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
             h: ya - yb,
         });
     }
-    let shown = items.len();
-    let tooltips = shown <= options.max_tooltips;
-    let mut dust: Vec<Item> = Vec::new();
-    if shown > options.max_rects {
+    let mut dust = Vec::new();
+    if items.len() > max_rects {
         let (big, small): (Vec<Item>, Vec<Item>) =
             items.into_iter().partition(|it| it.w >= 1.0 || it.h >= 1.0);
         items = big;
         dust = small;
-        if items.len() > options.max_rects {
+        if items.len() > max_rects {
             items.sort_by(|a, b| (b.w * b.h).total_cmp(&(a.w * a.h)));
-            dust.extend(items.drain(options.max_rects..));
+            dust.extend(items.drain(max_rects..));
         }
     }
+    (items, dust)
+}
 
-    // Subtitle and notes, one per line.
-    for (k, (note, color)) in header.iter().enumerate() {
-        text(
-            &mut out,
-            16.0,
-            46.0 + 16.0 * k as f64,
-            12.0,
-            "start",
-            "normal",
-            color,
-            note,
-        );
-    }
-
-    // Plot background and grid.
+/// The plot background and grid lines.
+fn draw_grid(out: &mut String, f: &Frame, yt: &[(f64, String)], xt: &[u64]) {
     let _ = writeln!(
         out,
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f6f6f4\"/>",
-        num(px0),
-        num(py0),
-        num(pw),
-        num(ph)
+        num(f.px0),
+        num(f.py0),
+        num(f.pw()),
+        num(f.ph())
     );
-    let yt = byte_ticks(ymax);
-    let xt = time_ticks(t0, t1);
     out.push_str("<g stroke=\"#e2e2de\" stroke-width=\"1\">\n");
-    for &(v, _) in &yt {
-        let y = ys(v);
+    for &(v, _) in yt {
+        let y = f.y(v);
         let _ = writeln!(
             out,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
-            num(px0),
+            num(f.px0),
             num(y),
-            num(px1),
+            num(f.px1),
             num(y)
         );
     }
-    for &t in &xt {
-        let x = xs(t);
+    for &t in xt {
+        let x = f.x(t);
         let _ = writeln!(
             out,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
             num(x),
-            num(py0),
+            num(f.py0),
             num(x),
-            num(py1)
+            num(f.py1)
         );
     }
     out.push_str("</g>\n");
+}
 
-    // Buffers, grouped by colour and by whether they are big enough for an outline.
+/// The buffers, grouped by colour and by whether they are big enough for an outline.
+fn draw_buffers(
+    out: &mut String,
+    f: &Frame,
+    drawn: &Drawn,
+    items: &[Item],
+    (colors, color_of): (&[String], &[usize]),
+    tooltips: bool,
+) {
     let _ = writeln!(
         out,
         "<clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>",
-        num(px0),
-        num(py0),
-        num(pw),
-        num(ph)
+        num(f.px0),
+        num(f.py0),
+        num(f.pw()),
+        num(f.ph())
     );
     out.push_str("<g id=\"buffers\" clip-path=\"url(#plot)\">\n");
     let mut buckets: Vec<Vec<&Item>> = vec![Vec::new(); colors.len() * 2];
-    for it in &items {
+    for it in items {
         let outlined = it.w >= 4.0 && it.h >= 4.0;
         let c = color_of.get(it.index).copied().unwrap_or(0);
         if let Some(bucket) = buckets.get_mut(c * 2 + usize::from(outlined)) {
@@ -450,59 +572,53 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
             let _ = writeln!(out, "<g fill=\"{color}\">");
         }
         for it in bucket {
-            let (mut x, mut y, mut rw, mut rh) = (it.x, it.y, it.w, it.h);
-            if rw < 0.5 {
-                x -= (0.5 - rw) / 2.0;
-                rw = 0.5;
-            }
-            if rh < 0.5 {
-                y -= (0.5 - rh) / 2.0;
-                rh = 0.5;
-            }
-            let _ = write!(
-                out,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"",
-                num(x),
-                num(y),
-                num(rw),
-                num(rh)
-            );
-            if tooltips {
-                let b = &drawn[it.index];
-                let off = offsets[it.index];
-                let _ = writeln!(
-                    out,
-                    "><title>{}: time [{}, {}), {} B ({}) at offset {} ({})</title></rect>",
-                    escape(&b.id),
-                    b.lower,
-                    b.upper,
-                    group_digits(b.size),
-                    short_size(b.size as f64),
-                    group_digits(off),
-                    short_size(off as f64)
-                );
-            } else {
-                out.push_str("/>\n");
-            }
+            draw_rect(out, drawn, it, tooltips);
         }
         out.push_str("</g>\n");
     }
     out.push_str("</g>\n");
-    if !dust.is_empty() {
-        draw_dust(
-            &mut out,
-            &dust
-                .iter()
-                .map(|d| (d.x + d.w / 2.0, d.y + d.h / 2.0))
-                .collect::<Vec<_>>(),
-            px0,
-            py0,
-            pw,
-            ph,
-        );
-    }
+}
 
-    // Height and lower-bound lines; the upper one is labelled above, the lower below.
+/// One buffer's rectangle (at least half a pixel each way), with its tooltip.
+fn draw_rect(out: &mut String, drawn: &Drawn, it: &Item, tooltips: bool) {
+    let (mut x, mut y, mut rw, mut rh) = (it.x, it.y, it.w, it.h);
+    if rw < 0.5 {
+        x -= (0.5 - rw) / 2.0;
+        rw = 0.5;
+    }
+    if rh < 0.5 {
+        y -= (0.5 - rh) / 2.0;
+        rh = 0.5;
+    }
+    let _ = write!(
+        out,
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"",
+        num(x),
+        num(y),
+        num(rw),
+        num(rh)
+    );
+    if !tooltips {
+        out.push_str("/>\n");
+        return;
+    }
+    let b = &drawn.buffers[it.index];
+    let off = drawn.offsets[it.index];
+    let _ = writeln!(
+        out,
+        "><title>{}: time [{}, {}), {} B ({}) at offset {} ({})</title></rect>",
+        escape(&b.id),
+        b.lower,
+        b.upper,
+        group_digits(b.size),
+        short_size(b.size as f64),
+        group_digits(off),
+        short_size(off as f64)
+    );
+}
+
+/// Height and lower-bound lines; the upper one is labelled above, the lower below.
+fn draw_marks(out: &mut String, f: &Frame, height: u64, lb: u64) {
     out.push_str("<g id=\"marks\">\n");
     let lines = [
         ("height-line", "height", height, HEIGHT_COLOR, ""),
@@ -516,13 +632,13 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
     ];
     let upper_is_height = height >= lb;
     for (k, (id, label, value, color, dash)) in lines.iter().enumerate() {
-        let y = ys(*value as f64);
+        let y = f.y(*value as f64);
         let _ = writeln!(
             out,
             "<line id=\"{id}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{color}\" stroke-width=\"1.5\"{dash}/>",
-            num(px0),
+            num(f.px0),
             num(y),
-            num(px1),
+            num(f.px1),
             num(y)
         );
         let above = (k == 0) == upper_is_height;
@@ -532,53 +648,56 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
             group_digits(*value),
             *value as f64 / MIB
         );
-        halo_text(&mut out, px1 - 6.0, ty, 12.0, "end", color, &s);
+        halo_text(out, f.px1 - 6.0, ty, 12.0, "end", color, &s);
     }
     out.push_str("</g>\n");
+}
 
-    // Axes.
+/// The axes, their ticks and labels.
+fn draw_axes(out: &mut String, f: &Frame, yt: &[(f64, String)], xt: &[u64]) {
     let _ = writeln!(
         out,
         "<path d=\"M{} {}V{}H{}\" fill=\"none\" stroke=\"#333\" stroke-width=\"1\"/>",
-        num(px0),
-        num(py0),
-        num(py1),
-        num(px1)
+        num(f.px0),
+        num(f.py0),
+        num(f.py1),
+        num(f.px1)
     );
     out.push_str("<g font-size=\"11\" fill=\"#333\">\n");
-    for (v, label) in &yt {
-        let y = ys(*v);
+    for (v, label) in yt {
+        let y = f.y(*v);
         let _ = writeln!(
             out,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            num(px0 - 4.0),
+            num(f.px0 - 4.0),
             num(y),
-            num(px0),
+            num(f.px0),
             num(y),
-            num(px0 - 7.0),
+            num(f.px0 - 7.0),
             num(y + 4.0),
             escape(label)
         );
     }
-    for &t in &xt {
-        let x = xs(t);
+    for &t in xt {
+        let x = f.x(t);
         let _ = writeln!(
             out,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
             num(x),
-            num(py1),
+            num(f.py1),
             num(x),
-            num(py1 + 4.0),
+            num(f.py1 + 4.0),
             num(x),
-            num(py1 + 17.0),
+            num(f.py1 + 17.0),
             group_digits(t)
         );
     }
     out.push_str("</g>\n");
+    let mid = (f.px0 + f.px1) / 2.0;
     text(
-        &mut out,
-        (px0 + px1) / 2.0,
-        py1 + 38.0,
+        out,
+        mid,
+        f.py1 + 38.0,
         12.0,
         "middle",
         "normal",
@@ -588,67 +707,58 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
     let _ = writeln!(
         out,
         "<text transform=\"translate(18 {}) rotate(-90)\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">address (offset in the arena)</text>",
-        num((py0 + py1) / 2.0)
+        num((f.py0 + f.py1) / 2.0)
     );
+}
 
-    // Legend.
-    if right >= 200.0 {
-        let lx = px1 + 18.0;
-        let mut ly = py0 + 4.0;
-        let mut entries = legend;
-        if !dust.is_empty() {
-            entries.push(LegendEntry {
-                label: format!("< 1 px, merged ({})", group_digits(dust.len() as u64)),
-                color: DUST_COLOR.to_string(),
-            });
-        }
-        let mut foot = vec![format!("{} buffers drawn", group_digits(shown as u64))];
-        if !tooltips {
-            foot.push(format!(
-                "tooltips off (> {})",
-                group_digits(options.max_tooltips as u64)
-            ));
-        }
-        if !entries.is_empty() {
-            let head = match (&options.groups, options.coloring) {
-                (Some(_), _) => "group",
-                (None, Coloring::SizeClass) => "size",
-                (None, Coloring::IdHash) => "legend",
-            };
-            text(&mut out, lx, ly + 8.0, 12.0, "start", "bold", "#333", head);
-            ly += 22.0;
-            let last = py1 - 16.0 * foot.len() as f64 - 4.0;
-            for e in &entries {
-                if ly > last {
-                    break;
-                }
-                let _ = writeln!(
-                    out,
-                    "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>",
-                    num(lx),
-                    num(ly - 10.0),
-                    e.color
-                );
-                text(
-                    &mut out,
-                    lx + 18.0,
-                    ly,
-                    11.0,
-                    "start",
-                    "normal",
-                    "#333",
-                    &e.label,
-                );
-                ly += 18.0;
+/// The legend right of the plot: a heading, one swatch per entry while they fit, and
+/// the footer lines at the bottom.
+fn draw_legend(
+    out: &mut String,
+    f: &Frame,
+    options: &HeapmapOptions,
+    entries: &[LegendEntry],
+    foot: &[String],
+) {
+    let lx = f.px1 + 18.0;
+    let mut ly = f.py0 + 4.0;
+    if !entries.is_empty() {
+        let head = match (&options.groups, options.coloring) {
+            (Some(_), _) => "group",
+            (None, Coloring::SizeClass) => "size",
+            (None, Coloring::IdHash) => "legend",
+        };
+        text(out, lx, ly + 8.0, 12.0, "start", "bold", "#333", head);
+        ly += 22.0;
+        let last = f.py1 - 16.0 * foot.len() as f64 - 4.0;
+        for e in entries {
+            if ly > last {
+                break;
             }
-        }
-        for (k, f) in foot.iter().enumerate() {
-            let y = py1 - 16.0 * (foot.len() - 1 - k) as f64;
-            text(&mut out, lx, y, 10.0, "start", "normal", "#777", f);
+            let _ = writeln!(
+                out,
+                "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>",
+                num(lx),
+                num(ly - 10.0),
+                e.color
+            );
+            text(
+                out,
+                lx + 18.0,
+                ly,
+                11.0,
+                "start",
+                "normal",
+                "#333",
+                &e.label,
+            );
+            ly += 18.0;
         }
     }
-    out.push_str("</svg>\n");
-    out
+    for (k, line) in foot.iter().enumerate() {
+        let y = f.py1 - 16.0 * (foot.len() - 1 - k) as f64;
+        text(out, lx, y, 10.0, "start", "normal", "#777", line);
+    }
 }
 
 const MIB: f64 = 1024.0 * 1024.0;

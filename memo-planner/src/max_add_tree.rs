@@ -1,5 +1,6 @@
 //! A segment tree over time slots with range add and global maximum: the live count per
-//! slot for the positional maximums, the remaining breadth per slot for the exact search.
+//! slot for the positional maximums, the remaining breadth per section for the exact search
+//! (whose sub-problems ask for the maximum over a range).
 
 /// Values over slots `0..n`, all starting at 0.
 #[derive(Clone, Debug)]
@@ -53,5 +54,63 @@ impl MaxAddTree {
     /// The maximum over all slots, or 0 if every slot is 0 or below.
     pub(crate) fn max(&self) -> u64 {
         self.max[1].max(0) as u64
+    }
+
+    /// The maximum over the slots of `[l, r)`, or 0 if they are all 0 or below (or the
+    /// range is empty).
+    pub(crate) fn max_in(&self, l: usize, r: usize) -> u64 {
+        if l >= r {
+            return 0;
+        }
+        self.query(1, 0, self.n, l, r.min(self.n)).max(0) as u64
+    }
+
+    fn query(&self, node: usize, nl: usize, nr: usize, l: usize, r: usize) -> i128 {
+        if r <= nl || nr <= l {
+            return i128::MIN / 2;
+        }
+        if l <= nl && nr <= r {
+            return self.max[node];
+        }
+        let mid = (nl + nr) / 2;
+        let below =
+            self.query(2 * node, nl, mid, l, r)
+                .max(self.query(2 * node + 1, mid, nr, l, r));
+        self.add[node] + below
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_maximum_matches_a_plain_array() {
+        let mut rng = crate::fixtures::Rng::new(3);
+        let n = 37;
+        let mut tree = MaxAddTree::new(n);
+        let mut plain = vec![0i128; n];
+        for _ in 0..500 {
+            let l = rng.below(n as u64) as usize;
+            let r = l + rng.below((n - l) as u64 + 1) as usize;
+            let v = rng.below(100) as i128 - 40;
+            tree.add(l, r, v);
+            plain[l..r].iter_mut().for_each(|x| *x += v);
+            let (a, b) = (
+                rng.below(n as u64) as usize,
+                rng.below(n as u64 + 1) as usize,
+            );
+            let want = plain[a.min(b)..a.max(b)]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+                .max(0);
+            assert_eq!(tree.max_in(a.min(b), a.max(b)) as i128, want);
+            assert_eq!(
+                tree.max() as i128,
+                plain.iter().copied().max().unwrap().max(0)
+            );
+        }
     }
 }

@@ -263,9 +263,7 @@ pub fn parse_problem_csv_bytes(
     name: &str,
 ) -> Result<(Problem, Option<OffsetPlan>), FormatError> {
     let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
-    let err = |line: usize, field: Option<&str>, kind, message: String| {
-        FormatError::new(name, Some(line), field, kind, message)
-    };
+    let ctx = Ctx { name, input };
     let mut scanner = Scanner {
         input,
         pos: 0,
@@ -273,64 +271,9 @@ pub fn parse_problem_csv_bytes(
     };
     let mut fields: Vec<Span> = Vec::with_capacity(8);
     let mut scratch: Vec<u8> = Vec::new();
-    let text = |span: Span, scratch: &[u8]| -> Vec<u8> {
-        if span.in_scratch {
-            scratch[span.start..span.end].to_vec()
-        } else {
-            input[span.start..span.end].to_vec()
-        }
-    };
+    let header = read_header(&ctx, &mut scanner, &mut fields, &mut scratch)?;
+    let has_offsets = header.column_of_slot[5].is_some();
 
-    // Header.
-    let header_line = match scanner.next_record(&mut fields, &mut scratch) {
-        Ok(Some(line)) => line,
-        Ok(None) => {
-            return Err(err(
-                1,
-                None,
-                FormatErrorKind::Empty,
-                "empty file: expected a header row such as id,lower,upper,size".to_string(),
-            ))
-        }
-        Err(e) => return Err(err(e.line, None, FormatErrorKind::Syntax, e.message)),
-    };
-    let names: Vec<String> = fields
-        .iter()
-        .map(|&s| String::from_utf8_lossy(&text(s, &scratch)).into_owned())
-        .collect();
-    let roles: Vec<Role> = names.iter().map(|n| Role::of(n.as_bytes())).collect();
-    let mut column_of_slot: [Option<usize>; 6] = [None; 6];
-    for (i, role) in roles.iter().enumerate() {
-        if let Some(slot) = role.slot() {
-            if let Some(first) = column_of_slot[slot] {
-                return Err(err(
-                    header_line,
-                    Some(&names[i]),
-                    FormatErrorKind::DuplicateColumn,
-                    format!("column {:?} repeats column {:?}", names[i], names[first]),
-                ));
-            }
-            column_of_slot[slot] = Some(i);
-        }
-    }
-    for (slot, required) in ["id", "lower", "upper", "size"].iter().enumerate() {
-        if column_of_slot[slot].is_none() {
-            let also = if slot == 2 { " (or \"end\")" } else { "" };
-            return Err(err(
-                header_line,
-                Some(required),
-                FormatErrorKind::MissingColumn,
-                format!(
-                    "missing column {required:?}{also}; the header names {}",
-                    names.join(",")
-                ),
-            ));
-        }
-    }
-    let has_offsets = column_of_slot[5].is_some();
-    let upper_column = column_of_slot[2].unwrap_or(0);
-
-    // Rows.
     let rows_hint = input.iter().filter(|&&b| b == b'\n').count();
     let mut buffers: Vec<Buffer> = Vec::with_capacity(rows_hint);
     let mut lines: Vec<usize> = Vec::with_capacity(rows_hint);
@@ -342,181 +285,48 @@ pub fn parse_problem_csv_bytes(
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
-                return Err(err(
-                    e.line,
-                    names.get(e.field).map(String::as_str),
-                    FormatErrorKind::Syntax,
-                    e.message,
-                ))
+                let field = header.names.get(e.field).map(String::as_str);
+                return Err(ctx.err(e.line, field, FormatErrorKind::Syntax, e.message));
             }
         };
-        let n = fields.len();
-        if n != names.len() {
-            let (field, what) = if n < names.len() {
-                (Some(names[n].as_str()), "missing: the row has")
-            } else {
-                (None, "the row has")
-            };
-            return Err(err(
-                line,
-                field,
-                FormatErrorKind::FieldCount,
-                format!("{what} {n} fields but the header has {}", names.len()),
-            ));
-        }
-        let mut id: Option<Cow<'_, str>> = None;
-        let (mut lower, mut upper, mut size, mut align, mut offset) = (0, 0, 0, 1, 0);
-        for (i, &span) in fields.iter().enumerate() {
-            let role = roles[i];
-            if role == Role::Ignored {
-                continue;
-            }
-            let bytes: &[u8] = if span.in_scratch {
-                &scratch[span.start..span.end]
-            } else {
-                &input[span.start..span.end]
-            };
-            let field = names[i].as_str();
-            if role == Role::Id {
-                let utf8_error = || {
-                    err(
-                        line,
-                        Some(field),
-                        FormatErrorKind::Syntax,
-                        format!("{} is not valid UTF-8", quote(bytes)),
-                    )
-                };
-                id = Some(if span.in_scratch {
-                    Cow::Owned(
-                        std::str::from_utf8(bytes)
-                            .map_err(|_| utf8_error())?
-                            .to_string(),
-                    )
-                } else {
-                    let borrowed: &[u8] = &input[span.start..span.end];
-                    Cow::Borrowed(std::str::from_utf8(borrowed).map_err(|_| utf8_error())?)
-                });
-                continue;
-            }
-            let value = parse_u64(bytes).map_err(|e| {
-                let (kind, message) = match e {
-                    NumError::NotANumber => (
-                        FormatErrorKind::NotANumber,
-                        format!("{} is not a non-negative integer", quote(bytes)),
-                    ),
-                    NumError::Negative if role == Role::Size => (
-                        FormatErrorKind::Negative,
-                        format!("{} must be positive", quote(bytes)),
-                    ),
-                    NumError::Negative => (
-                        FormatErrorKind::Negative,
-                        format!(
-                            "{} is negative: expected a non-negative integer",
-                            quote(bytes)
-                        ),
-                    ),
-                    NumError::OutOfRange => (
-                        FormatErrorKind::OutOfRange,
-                        format!("{} is out of range (at most {})", quote(bytes), u64::MAX),
-                    ),
-                };
-                err(line, Some(field), kind, message)
-            })?;
-            match role {
-                Role::Lower => lower = value,
-                Role::Upper => upper = value,
-                Role::End => {
-                    upper = value.checked_add(1).ok_or_else(|| {
-                        err(
-                            line,
-                            Some(field),
-                            FormatErrorKind::OutOfRange,
-                            format!(
-                                "{} is out of range (an inclusive end is at most {})",
-                                quote(bytes),
-                                u64::MAX - 1
-                            ),
-                        )
-                    })?
-                }
-                Role::Size => {
-                    if value == 0 {
-                        return Err(err(
-                            line,
-                            Some(field),
-                            FormatErrorKind::ZeroSize,
-                            format!("{} must be positive", quote(bytes)),
-                        ));
-                    }
-                    size = value;
-                }
-                Role::Align => {
-                    if !value.is_power_of_two() {
-                        return Err(err(
-                            line,
-                            Some(field),
-                            FormatErrorKind::BadAlignment,
-                            format!("{} is not a power of two", quote(bytes)),
-                        ));
-                    }
-                    align = value;
-                }
-                Role::Offset => offset = value,
-                Role::Id | Role::Ignored => {}
-            }
-        }
-        if upper <= lower {
-            let field = names[upper_column].as_str();
-            let (upper_text, relation) = if roles[upper_column] == Role::End {
-                (upper - 1, "at least")
-            } else {
-                (upper, "greater than")
-            };
-            return Err(err(
-                line,
-                Some(field),
-                FormatErrorKind::EmptyLifetime,
-                format!("\"{upper_text}\" must be {relation} lower ({lower})"),
-            ));
-        }
-        let id = id.unwrap_or_default();
-        let id_field = names[column_of_slot[0].unwrap_or(0)].as_str();
-        if let Some(&first) = seen.get(&id) {
-            return Err(err(
+        let row = read_row(&ctx, &header, line, &fields, &scratch)?;
+        let id_field = header.name_of(0);
+        if let Some(&first) = seen.get(&row.id) {
+            return Err(ctx.err(
                 line,
                 Some(id_field),
                 FormatErrorKind::DuplicateId,
-                format!("duplicate id {id:?}, first used on line {first}"),
+                format!("duplicate id {:?}, first used on line {first}", row.id),
             ));
         }
         total = total
-            .checked_add(size)
-            .and_then(|t| t.checked_add(align))
-            .ok_or_else(|| too_large(name, line, &names[column_of_slot[3].unwrap_or(0)]))?;
+            .checked_add(row.size)
+            .and_then(|t| t.checked_add(row.align))
+            .ok_or_else(|| too_large(name, line, header.name_of(3)))?;
         buffers.push(Buffer {
-            id: id.to_string(),
-            lower,
-            upper,
-            size,
-            align,
+            id: row.id.to_string(),
+            lower: row.lower,
+            upper: row.upper,
+            size: row.size,
+            align: row.align,
         });
-        seen.insert(id, line);
+        seen.insert(row.id, line);
         lines.push(line);
         if has_offsets {
-            offsets.push(offset);
+            offsets.push(row.offset);
         }
     }
     drop(seen);
     if buffers.is_empty() {
-        return Err(err(
-            header_line,
+        return Err(ctx.err(
+            header.line,
             None,
             FormatErrorKind::NoBuffers,
             "no buffers: the header is not followed by any rows".to_string(),
         ));
     }
     let column_name = |slot: usize, default: &str| {
-        column_of_slot[slot].map_or_else(|| default.to_string(), |c| names[c].clone())
+        header.column_of_slot[slot].map_or_else(|| default.to_string(), |c| header.names[c].clone())
     };
     let field_names = [
         column_name(0, "id"),
@@ -527,6 +337,284 @@ pub fn parse_problem_csv_bytes(
     let problem = Problem::new(buffers)
         .map_err(|e| problem_error(name, &e, |i| lines.get(i).copied(), &field_names))?;
     Ok((problem, has_offsets.then_some(OffsetPlan { offsets })))
+}
+
+/// What every error of one parse needs: the file's name and its bytes.
+struct Ctx<'a> {
+    name: &'a str,
+    input: &'a [u8],
+}
+
+impl<'a> Ctx<'a> {
+    fn err(
+        &self,
+        line: usize,
+        field: Option<&str>,
+        kind: FormatErrorKind,
+        message: String,
+    ) -> FormatError {
+        FormatError::new(self.name, Some(line), field, kind, message)
+    }
+
+    /// The bytes of a field, from the input or from the scratch buffer (unquoted text).
+    fn bytes<'s>(&self, span: Span, scratch: &'s [u8]) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        if span.in_scratch {
+            &scratch[span.start..span.end]
+        } else {
+            &self.input[span.start..span.end]
+        }
+    }
+}
+
+/// The header row: column names, their roles, and the column of each role.
+struct Header {
+    line: usize,
+    names: Vec<String>,
+    roles: Vec<Role>,
+    /// The column of each role slot (id, lower, upper, size, alignment, offset).
+    column_of_slot: [Option<usize>; 6],
+}
+
+impl Header {
+    /// The name of the column holding role `slot` (the first column if none does).
+    fn name_of(&self, slot: usize) -> &str {
+        self.names[self.column_of_slot[slot].unwrap_or(0)].as_str()
+    }
+}
+
+/// Reads the header: no repeated roles, every required column present.
+fn read_header(
+    ctx: &Ctx,
+    scanner: &mut Scanner,
+    fields: &mut Vec<Span>,
+    scratch: &mut Vec<u8>,
+) -> Result<Header, FormatError> {
+    let line = match scanner.next_record(fields, scratch) {
+        Ok(Some(line)) => line,
+        Ok(None) => {
+            return Err(ctx.err(
+                1,
+                None,
+                FormatErrorKind::Empty,
+                "empty file: expected a header row such as id,lower,upper,size".to_string(),
+            ))
+        }
+        Err(e) => return Err(ctx.err(e.line, None, FormatErrorKind::Syntax, e.message)),
+    };
+    let names: Vec<String> = fields
+        .iter()
+        .map(|&s| String::from_utf8_lossy(ctx.bytes(s, scratch)).into_owned())
+        .collect();
+    let roles: Vec<Role> = names.iter().map(|n| Role::of(n.as_bytes())).collect();
+    let mut column_of_slot: [Option<usize>; 6] = [None; 6];
+    for (i, role) in roles.iter().enumerate() {
+        if let Some(slot) = role.slot() {
+            if let Some(first) = column_of_slot[slot] {
+                return Err(ctx.err(
+                    line,
+                    Some(&names[i]),
+                    FormatErrorKind::DuplicateColumn,
+                    format!("column {:?} repeats column {:?}", names[i], names[first]),
+                ));
+            }
+            column_of_slot[slot] = Some(i);
+        }
+    }
+    for (slot, required) in ["id", "lower", "upper", "size"].iter().enumerate() {
+        if column_of_slot[slot].is_none() {
+            let also = if slot == 2 { " (or \"end\")" } else { "" };
+            return Err(ctx.err(
+                line,
+                Some(required),
+                FormatErrorKind::MissingColumn,
+                format!(
+                    "missing column {required:?}{also}; the header names {}",
+                    names.join(",")
+                ),
+            ));
+        }
+    }
+    Ok(Header {
+        line,
+        names,
+        roles,
+        column_of_slot,
+    })
+}
+
+/// One data row, checked field by field.
+struct Row<'a> {
+    id: Cow<'a, str>,
+    lower: u64,
+    upper: u64,
+    size: u64,
+    align: u64,
+    offset: u64,
+}
+
+/// Reads the row of `line` from its `fields`: the field count, each field by its role,
+/// and a non-empty lifetime.
+fn read_row<'a>(
+    ctx: &Ctx<'a>,
+    header: &Header,
+    line: usize,
+    fields: &[Span],
+    scratch: &[u8],
+) -> Result<Row<'a>, FormatError> {
+    let names = &header.names;
+    let n = fields.len();
+    if n != names.len() {
+        let (field, what) = if n < names.len() {
+            (Some(names[n].as_str()), "missing: the row has")
+        } else {
+            (None, "the row has")
+        };
+        return Err(ctx.err(
+            line,
+            field,
+            FormatErrorKind::FieldCount,
+            format!("{what} {n} fields but the header has {}", names.len()),
+        ));
+    }
+    let mut row = Row {
+        id: Cow::Borrowed(""),
+        lower: 0,
+        upper: 0,
+        size: 0,
+        align: 1,
+        offset: 0,
+    };
+    for (i, &span) in fields.iter().enumerate() {
+        let role = header.roles[i];
+        let field = names[i].as_str();
+        match role {
+            Role::Ignored => {}
+            Role::Id => row.id = read_id(ctx, line, field, span, scratch)?,
+            _ => {
+                let bytes = ctx.bytes(span, scratch);
+                let value = parse_number(bytes, role)
+                    .map_err(|(kind, message)| ctx.err(line, Some(field), kind, message))?;
+                set_value(&mut row, role, value, bytes)
+                    .map_err(|(kind, message)| ctx.err(line, Some(field), kind, message))?;
+            }
+        }
+    }
+    let upper_column = header.column_of_slot[2].unwrap_or(0);
+    if row.upper <= row.lower {
+        let (upper_text, relation) = if header.roles[upper_column] == Role::End {
+            (row.upper - 1, "at least")
+        } else {
+            (row.upper, "greater than")
+        };
+        return Err(ctx.err(
+            line,
+            Some(names[upper_column].as_str()),
+            FormatErrorKind::EmptyLifetime,
+            format!("\"{upper_text}\" must be {relation} lower ({})", row.lower),
+        ));
+    }
+    Ok(row)
+}
+
+/// An id: borrowed from the input when it was not quoted, valid UTF-8 either way.
+fn read_id<'a>(
+    ctx: &Ctx<'a>,
+    line: usize,
+    field: &str,
+    span: Span,
+    scratch: &[u8],
+) -> Result<Cow<'a, str>, FormatError> {
+    let bytes = ctx.bytes(span, scratch);
+    let utf8_error = || {
+        ctx.err(
+            line,
+            Some(field),
+            FormatErrorKind::Syntax,
+            format!("{} is not valid UTF-8", quote(bytes)),
+        )
+    };
+    if span.in_scratch {
+        Ok(Cow::Owned(
+            std::str::from_utf8(bytes)
+                .map_err(|_| utf8_error())?
+                .to_string(),
+        ))
+    } else {
+        let borrowed: &'a [u8] = &ctx.input[span.start..span.end];
+        Ok(Cow::Borrowed(
+            std::str::from_utf8(borrowed).map_err(|_| utf8_error())?,
+        ))
+    }
+}
+
+/// A numeric field, or the kind and message of its error.
+fn parse_number(bytes: &[u8], role: Role) -> Result<u64, (FormatErrorKind, String)> {
+    parse_u64(bytes).map_err(|e| match e {
+        NumError::NotANumber => (
+            FormatErrorKind::NotANumber,
+            format!("{} is not a non-negative integer", quote(bytes)),
+        ),
+        NumError::Negative if role == Role::Size => (
+            FormatErrorKind::Negative,
+            format!("{} must be positive", quote(bytes)),
+        ),
+        NumError::Negative => (
+            FormatErrorKind::Negative,
+            format!(
+                "{} is negative: expected a non-negative integer",
+                quote(bytes)
+            ),
+        ),
+        NumError::OutOfRange => (
+            FormatErrorKind::OutOfRange,
+            format!("{} is out of range (at most {})", quote(bytes), u64::MAX),
+        ),
+    })
+}
+
+/// Stores a numeric field in the row after the checks of its role.
+fn set_value(
+    row: &mut Row,
+    role: Role,
+    value: u64,
+    bytes: &[u8],
+) -> Result<(), (FormatErrorKind, String)> {
+    match role {
+        Role::Lower => row.lower = value,
+        Role::Upper => row.upper = value,
+        Role::End => {
+            row.upper = value.checked_add(1).ok_or_else(|| {
+                (
+                    FormatErrorKind::OutOfRange,
+                    format!(
+                        "{} is out of range (an inclusive end is at most {})",
+                        quote(bytes),
+                        u64::MAX - 1
+                    ),
+                )
+            })?
+        }
+        Role::Size if value == 0 => {
+            return Err((
+                FormatErrorKind::ZeroSize,
+                format!("{} must be positive", quote(bytes)),
+            ))
+        }
+        Role::Size => row.size = value,
+        Role::Align if !value.is_power_of_two() => {
+            return Err((
+                FormatErrorKind::BadAlignment,
+                format!("{} is not a power of two", quote(bytes)),
+            ))
+        }
+        Role::Align => row.align = value,
+        Role::Offset => row.offset = value,
+        Role::Id | Role::Ignored => {}
+    }
+    Ok(())
 }
 
 fn too_large(name: &str, line: usize, field: &str) -> FormatError {

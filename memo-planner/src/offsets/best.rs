@@ -31,7 +31,9 @@
 //! the shared placer's `GapIndex`: the lists hold unions of ranges, so on DNN traces they are
 //! much shorter than the number of conflicting buffers). The improvement phase is bounded
 //! by a *work budget* counted in ranges visited by the queries plus one per placement:
-//! [`BestOptions::work_passes`] times the work of the first pass, clamped to
+//! [`BestOptions::work_passes`] times the work of the first pass (fewer passes above
+//! [`BestOptions::work_scale_buffers`] buffers, in proportion, so that a 100,000-buffer
+//! pass of the allocator plans in about a second on one core), clamped to
 //! [`BestOptions::min_work`]..[`BestOptions::max_work`]. The exact step is bounded by its
 //! node budget.
 //!
@@ -51,6 +53,7 @@ use std::time::{Duration, Instant};
 
 use crate::bounds::offsets_lower_bound;
 use crate::fixtures::Rng;
+use crate::offsets::exact;
 use crate::offsets::placer::GapFinder;
 use crate::offsets::OffsetStrategy;
 use crate::plan::OffsetPlan;
@@ -72,6 +75,9 @@ pub struct BestOptions {
     /// Work budget of the improvement phase, as a multiple of the work of one best-fit pass
     /// (work = conflicting ranges visited by the placement queries, plus one per placement).
     pub work_passes: u64,
+    /// Above this many buffers the improvement phase gets proportionally fewer passes
+    /// (`work_passes * work_scale_buffers / n`, at least one).
+    pub work_scale_buffers: usize,
     /// The improvement budget is at least this much work, so that small instances get a
     /// fair number of rounds.
     pub min_work: u64,
@@ -94,13 +100,14 @@ pub struct BestOptions {
     /// it is, the result may depend on the machine's speed.
     pub time_cap: Option<Duration>,
     /// Budgets of the final exact search (the defaults are those of the `exact` strategy).
-    pub exact: crate::offsets::exact::ExactOptions,
+    pub exact: exact::ExactOptions,
 }
 
 impl Default for BestOptions {
     fn default() -> BestOptions {
         BestOptions {
             work_passes: 40,
+            work_scale_buffers: 8_192,
             min_work: 200_000,
             max_work: 8_000_000,
             seed: 0x5EED_0FBE,
@@ -109,7 +116,7 @@ impl Default for BestOptions {
             exact_max_buffers: 16_384,
             exact_nodes: 10_000,
             time_cap: Some(Duration::from_secs(30)),
-            exact: crate::offsets::exact::ExactOptions::default(),
+            exact: exact::ExactOptions::default(),
         }
     }
 }
@@ -125,12 +132,12 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
 /// than any single strategy.
 pub fn plan_with(problem: &Problem, options: &BestOptions) -> OffsetPlan {
     let start = portfolio(problem, options);
-    crate::offsets::exact::search(problem, Some(&start), &options.exact).plan
+    exact::search(problem, &start, &options.exact).plan
 }
 
 /// The heuristics, their orderings, a small exact step and iterated greedy, without the
-/// final exact search.
-pub(crate) fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
+/// final exact search: the start plan of the `exact` strategy.
+pub fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
     let n = problem.len();
     if n == 0 {
         return OffsetPlan::default();
@@ -246,16 +253,17 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
     // lower bound after a few backtracks.
     let mut exact_best: Option<(u64, Vec<u64>)> = None;
     if n <= options.exact_max_buffers && options.exact_nodes > 0 {
-        let exact_options = crate::offsets::exact::ExactOptions {
+        let exact_options = exact::ExactOptions {
             node_limit: options.exact_nodes.saturating_add(2 * n as u64),
             min_nodes: u64::MAX, // a fixed budget, not scaled
             time_cap: options.time_cap,
             max_buffers: options.exact_max_buffers,
+            parallel: false,
         };
         let start_plan = OffsetPlan {
             offsets: best_offsets.clone(),
         };
-        let out = crate::offsets::exact::improve(problem, &start_plan, &exact_options);
+        let out = exact::search(problem, &start_plan, &exact_options).plan;
         let h = out.height(problem);
         if h <= lb {
             return out;
@@ -265,7 +273,7 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
         }
     }
     let budget = first_pass_work
-        .saturating_mul(options.work_passes)
+        .saturating_mul(improvement_passes(options, n))
         .clamp(options.min_work, options.max_work.max(options.min_work));
     let stop = engine.work().saturating_add(budget);
     improve(
@@ -283,6 +291,17 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
         _ => OffsetPlan {
             offsets: best_offsets,
         },
+    }
+}
+
+/// Passes of work the improvement phase may spend on `n` buffers.
+fn improvement_passes(options: &BestOptions, n: usize) -> u64 {
+    let scale = options.work_scale_buffers.max(1) as u128;
+    let passes = options.work_passes as u128;
+    if n as u128 <= scale {
+        options.work_passes
+    } else {
+        ((passes * scale / n as u128) as u64).max(1)
     }
 }
 

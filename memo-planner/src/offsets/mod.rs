@@ -37,7 +37,8 @@ pub enum OffsetStrategy {
     GreedyInOrder,
     /// `strip-packing`: the best-fit strip-packing heuristic of Sekiyama et al. 2018.
     StripPacking,
-    /// `exact`: branch and bound within a time budget, keeping the best plan found.
+    /// `exact`: branch and bound (MiniMalloc's rules plus decomposition) within a node
+    /// budget, from the `best` portfolio's plan, keeping the best plan found.
     Exact,
     /// `best`: the portfolio of all heuristics plus improvement steps; the smallest wins.
     Best,
@@ -76,7 +77,10 @@ impl OffsetStrategy {
             OffsetStrategy::GreedyByBreadth => greedy_by_breadth::plan(problem),
             OffsetStrategy::GreedyInOrder => greedy_in_order::plan(problem),
             OffsetStrategy::StripPacking => strip_packing::plan(problem),
-            OffsetStrategy::Exact => exact::plan(problem),
+            OffsetStrategy::Exact => exact::plan(
+                problem,
+                &best::portfolio(problem, &best::BestOptions::default()),
+            ),
             OffsetStrategy::Best => best::plan(problem),
         }
     }

@@ -2,10 +2,11 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use memo_planner::format::problem_to_csv;
 use memo_planner::heapmap::{render_svg, HeapmapOptions};
+use memo_planner::offsets::{best, exact};
 use memo_planner::{
     offsets_lower_bound, shared_objects_lower_bound, validate_offsets, validate_shared, OffsetPlan,
     OffsetStrategy, Problem, SharedObjectStrategy, SharedObjectsPlan,
@@ -26,10 +27,75 @@ struct Planned {
     offsets: OffsetPlan,
     total: u64,
     lower_bound: u64,
+    /// The best lower bound known (`exact` raises it by proofs of infeasibility).
+    proven_lower_bound: u64,
+    /// Whether `total` is proven optimal.
+    optimal: bool,
+    /// Search nodes, for `exact`.
+    nodes: Option<u64>,
     millis: f64,
 }
 
+/// The flags of `memo plan` that only `exact` takes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExactFlags {
+    /// Decide this capacity instead of minimising.
+    pub capacity: Option<u64>,
+    /// Wall-clock safety net, in seconds.
+    pub time_limit: Option<f64>,
+}
+
+impl ExactFlags {
+    fn options(&self) -> Result<exact::ExactOptions, String> {
+        let mut o = exact::ExactOptions::default();
+        if let Some(secs) = self.time_limit {
+            let d = Duration::try_from_secs_f64(secs)
+                .map_err(|_| format!("--time-limit {secs}: not a number of seconds"))?;
+            o.time_cap = Some(d);
+        }
+        Ok(o)
+    }
+
+    fn start_options(&self, o: &exact::ExactOptions) -> best::BestOptions {
+        best::BestOptions {
+            time_cap: o.time_cap.or(best::BestOptions::default().time_cap),
+            ..best::BestOptions::default()
+        }
+    }
+}
+
+/// `exact`: the portfolio's plan, then the search; the outcome says whether it is optimal.
+fn run_exact(problem: &Problem, flags: ExactFlags) -> Result<Planned, String> {
+    let options = flags.options()?;
+    let t = Instant::now();
+    let start = best::portfolio(problem, &flags.start_options(&options));
+    let out = exact::search(problem, &start, &options);
+    let millis = t.elapsed().as_secs_f64() * 1e3;
+    let total = validate_offsets(problem, &out.plan)
+        .map_err(|e| format!("internal error: exact made an invalid plan: {e}"))?;
+    Ok(Planned {
+        strategy: OffsetStrategy::Exact.name(),
+        shared: None,
+        offsets: out.plan,
+        total,
+        lower_bound: offsets_lower_bound(problem),
+        proven_lower_bound: out.lower_bound,
+        optimal: out.optimal,
+        nodes: Some(out.nodes),
+        millis,
+    })
+}
+
 fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planned, String> {
+    run_with(problem, strategy, shared, ExactFlags::default())
+}
+
+fn run_with(
+    problem: &Problem,
+    strategy: Option<&str>,
+    shared: bool,
+    flags: ExactFlags,
+) -> Result<Planned, String> {
     if shared {
         let s: SharedObjectStrategy = strategy
             .unwrap_or("greedy-by-size-improved")
@@ -43,12 +109,16 @@ fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planne
         let offsets = plan.to_offset_plan(problem);
         validate_offsets(problem, &offsets)
             .map_err(|e| format!("internal error: laid-out objects overlap: {e}"))?;
+        let lower_bound = shared_objects_lower_bound(problem);
         Ok(Planned {
             strategy: s.name(),
             shared: Some(plan),
             offsets,
             total,
-            lower_bound: shared_objects_lower_bound(problem),
+            lower_bound,
+            proven_lower_bound: lower_bound,
+            optimal: total <= lower_bound,
+            nodes: None,
             millis,
         })
     } else {
@@ -56,17 +126,24 @@ fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planne
             .unwrap_or("best")
             .parse()
             .map_err(|e| format!("{e}"))?;
+        if s == OffsetStrategy::Exact {
+            return run_exact(problem, flags);
+        }
         let t = Instant::now();
         let offsets = s.plan(problem);
         let millis = t.elapsed().as_secs_f64() * 1e3;
         let total = validate_offsets(problem, &offsets)
             .map_err(|e| format!("internal error: {s} made an invalid plan: {e}"))?;
+        let lower_bound = offsets_lower_bound(problem);
         Ok(Planned {
             strategy: s.name(),
             shared: None,
             offsets,
             total,
-            lower_bound: offsets_lower_bound(problem),
+            lower_bound,
+            proven_lower_bound: lower_bound,
+            optimal: total <= lower_bound,
+            nodes: None,
             millis,
         })
     }
@@ -100,12 +177,21 @@ pub fn plan(
     path: &Path,
     strategy: Option<&str>,
     shared: bool,
+    flags: ExactFlags,
     format: Format,
     output: Option<&Path>,
 ) -> Result<(), String> {
+    if (flags.capacity.is_some() || flags.time_limit.is_some())
+        && (shared || strategy != Some(OffsetStrategy::Exact.name()))
+    {
+        return Err("--capacity and --time-limit apply to --strategy exact only".into());
+    }
     let input = input::read(path)?;
     let problem = &input.problem;
-    let p = run(problem, strategy, shared)?;
+    if let Some(capacity) = flags.capacity {
+        return decide(path, problem, capacity, flags, format, output);
+    }
+    let p = run_with(problem, strategy, shared, flags)?;
     let family = if shared { "shared_objects" } else { "offsets" };
     let text = match format {
         Format::Json => {
@@ -115,6 +201,11 @@ pub fn plan(
             doc.insert("buffers".into(), json!(problem.len()));
             doc.insert("total".into(), json!(p.total));
             doc.insert("lower_bound".into(), json!(p.lower_bound));
+            doc.insert("proven_lower_bound".into(), json!(p.proven_lower_bound));
+            doc.insert("optimal".into(), json!(p.optimal));
+            if let Some(nodes) = p.nodes {
+                doc.insert("nodes".into(), json!(nodes));
+            }
             doc.insert("millis".into(), json!(p.millis));
             doc.insert("offsets".into(), json!(p.offsets.offsets));
             if let Some(s) = &p.shared {
@@ -145,6 +236,19 @@ pub fn plan(
                 "lower bound  {}   ratio {:.4}\n",
                 bytes(p.lower_bound),
                 ratio(p.total, p.lower_bound)
+            ));
+            t.push_str(&format!(
+                "optimal      {}{}\n",
+                if p.optimal {
+                    "yes (proven)"
+                } else {
+                    "not proven"
+                },
+                if p.proven_lower_bound > p.lower_bound {
+                    format!("   proven lower bound {}", bytes(p.proven_lower_bound))
+                } else {
+                    String::new()
+                }
             ));
             t.push_str(&format!(
                 "naive        {}   saved {:.1}%\n",
@@ -189,6 +293,82 @@ pub fn plan(
                     thousands((problem.len() - TEXT_ROWS) as u64)
                 ));
             }
+            t
+        }
+    };
+    emit(output, &text)
+}
+
+/// `memo plan --strategy exact --capacity N`: a plan of height at most N, a proof that
+/// none exists, or "unknown" when the budget runs out first.
+fn decide(
+    path: &Path,
+    problem: &Problem,
+    capacity: u64,
+    flags: ExactFlags,
+    format: Format,
+    output: Option<&Path>,
+) -> Result<(), String> {
+    let options = flags.options()?;
+    let t = Instant::now();
+    let start = best::portfolio(problem, &flags.start_options(&options));
+    let decision = if start.height(problem) <= capacity {
+        exact::Decision::Feasible(start)
+    } else {
+        exact::decide(problem, capacity, &options)
+    };
+    let millis = t.elapsed().as_secs_f64() * 1e3;
+    let (status, plan) = match decision {
+        exact::Decision::Feasible(plan) => ("feasible", Some(plan)),
+        exact::Decision::Infeasible => ("infeasible", None),
+        exact::Decision::Unknown => ("unknown", None),
+    };
+    let total = match &plan {
+        Some(plan) => Some(
+            validate_offsets(problem, plan)
+                .map_err(|e| format!("internal error: exact made an invalid plan: {e}"))?,
+        ),
+        None => None,
+    };
+    let text = match format {
+        Format::Json => {
+            let mut doc = Map::new();
+            doc.insert("strategy".into(), json!(OffsetStrategy::Exact.name()));
+            doc.insert("family".into(), json!("offsets"));
+            doc.insert("buffers".into(), json!(problem.len()));
+            doc.insert("capacity".into(), json!(capacity));
+            doc.insert("status".into(), json!(status));
+            doc.insert("lower_bound".into(), json!(offsets_lower_bound(problem)));
+            doc.insert("millis".into(), json!(millis));
+            if let (Some(total), Some(plan)) = (total, &plan) {
+                doc.insert("total".into(), json!(total));
+                doc.insert("offsets".into(), json!(plan.offsets));
+            }
+            let mut t =
+                serde_json::to_string_pretty(&Value::Object(doc)).map_err(|e| e.to_string())?;
+            t.push('\n');
+            t
+        }
+        Format::Csv => match &plan {
+            Some(plan) => problem_to_csv(problem, Some(plan)),
+            None => return Err(format!("no plan at capacity {capacity}: {status}")),
+        },
+        Format::Text => {
+            let mut t = String::new();
+            t.push_str(&format!("input        {}\n", path.display()));
+            t.push_str(&format!(
+                "strategy     exact (decision at capacity {})\n",
+                bytes(capacity)
+            ));
+            t.push_str(&format!(
+                "buffers      {}\n",
+                thousands(problem.len() as u64)
+            ));
+            t.push_str(&format!("status       {status}\n"));
+            if let Some(total) = total {
+                t.push_str(&format!("total        {}\n", bytes(total)));
+            }
+            t.push_str(&format!("time         {millis:.2} ms\n"));
             t
         }
     };

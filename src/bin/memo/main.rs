@@ -1,7 +1,8 @@
 //! `memo`: plan, compare and draw allocation problems and recorded traces.
 //!
 //! ```text
-//! memo plan    INPUT [--strategy NAME] [--shared] [--format text|json|csv] [-o OUT]
+//! memo plan    INPUT [--strategy NAME] [--shared] [--capacity N] [--time-limit SECS]
+//!              [--format text|json|csv] [-o OUT]
 //! memo compare INPUT [--format text|json] [-o OUT]
 //! memo heapmap INPUT [--strategy NAME] [--shared] -o OUT.svg
 //! memo stats   TRACE [--format text|json] [-o OUT]
@@ -56,6 +57,14 @@ enum Command {
         /// Use the shared-objects family instead of offsets.
         #[arg(long)]
         shared: bool,
+        /// With `--strategy exact`: decide whether the problem fits in N bytes (a plan of
+        /// height at most N, or a proof that none exists) instead of minimising.
+        #[arg(long, value_name = "N")]
+        capacity: Option<u64>,
+        /// With `--strategy exact`: stop searching after this many seconds (a safety net
+        /// on top of the node budget; the answer may then depend on the machine).
+        #[arg(long, value_name = "SECS")]
+        time_limit: Option<f64>,
         #[arg(long, short, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Write the output here instead of standard output.
@@ -132,12 +141,18 @@ fn main() -> ExitCode {
             input,
             strategy,
             shared,
+            capacity,
+            time_limit,
             format,
             output,
         } => commands::plan(
             &input,
             strategy.as_deref(),
             shared,
+            commands::ExactFlags {
+                capacity,
+                time_limit,
+            },
             format,
             output.as_deref(),
         ),

@@ -1,0 +1,614 @@
+//! The decision search: do all buffers fit under a capacity?
+//!
+//! A depth-first search over *canonical* packings, after MiniMalloc (Moffitt, ASPLOS '23):
+//! buffers are placed in non-decreasing offset order, each at its `min_offset` (the highest
+//! top of the placed buffers it conflicts with, aligned). Every packing can be pushed down
+//! and reordered into such a sequence without growing, so the search is complete. At each
+//! node the candidates are the unplaced buffers of the current sub-problem sorted by
+//! `(min_offset, rank)`, where `rank` is the sub-problem's own preorder. The rules:
+//!
+//! - **canonical order**: a child never places a buffer with a smaller `(offset, rank)`
+//!   than its parent placed;
+//! - **dominance**: no buffer goes at or above `min(min_offset + size)` over the unplaced
+//!   buffers (some buffer could then drop below it);
+//! - **identical buffers**: of buffers with the same lifetime, size and alignment, only the
+//!   first unplaced one is a candidate (they are interchangeable);
+//! - **section inference with the unallocated floor**: in each section, every unplaced
+//!   buffer goes at or above `floor = min(min_offset)` over the unplaced buffers alive
+//!   there, and at or above the last offset placed, so `max(floor, last) + unplaced size >
+//!   capacity` fails the node. Incrementally: each section keeps a witness, an unplaced
+//!   member whose `min_offset` is low enough, and is rescanned only when its witness is
+//!   placed or moves above the section's slack; `last + unplaced size` is a range maximum
+//!   over the sub-problem's sections;
+//! - **hatless pruning**: when the buffer just placed conflicts with no unplaced buffer and
+//!   its subtree fails, its siblings fail too;
+//! - **dynamic temporal decomposition**: each cut between sections counts the unplaced
+//!   buffers crossing it. When a placement leaves a cut with none, the two sides are
+//!   independent: each becomes a sub-problem with its own preorder (recomputed from the
+//!   live section totals), solved once; the first failing side fails the placement, and a
+//!   solved side is never searched again. The root is split the same way (static cuts).
+//!
+//! Each attempt uses one of three preorders (descending keys, after MiniMalloc's WAT, TAW
+//! and TWA: W = lifetime, A = area, T = the largest unplaced section total over the
+//! buffer's sections); attempts run round robin with a node limit that doubles every
+//! round. An attempt that ends without a packing proves infeasibility, whatever its
+//! preorder. The search is iterative (an explicit stack of frames) and undoes placements
+//! from a trail.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::max_add_tree::MaxAddTree;
+use crate::problem::align_up;
+
+use super::sweep::Sweep;
+
+const UNPLACED: u64 = u64::MAX;
+const NONE: u32 = u32::MAX;
+
+/// The answer of one decision probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// A packing under the capacity: an offset per buffer.
+    Found(Vec<u64>),
+    /// Proven: nothing fits under the capacity.
+    Infeasible,
+    /// The node limit or the time cap ran out first.
+    Unknown,
+}
+
+/// One candidate of a node: `(min_offset, rank, buffer)`.
+type Cand = (u64, u32, u32);
+
+/// A sub-problem: the sections `[lo, hi)` and the buffers unplaced when it was made.
+struct Part {
+    lo: u32,
+    hi: u32,
+    buffers: Vec<u32>,
+}
+
+/// The placement a node made for its current child, to undo.
+struct Placed {
+    buf: u32,
+    mark: usize,
+    hatless: bool,
+}
+
+enum Frame {
+    Node {
+        part: u32,
+        list: Vec<Cand>,
+        pos: usize,
+        min_key: (u64, u32),
+        /// Dominance bound: no placement at or above it.
+        bound: u64,
+        placed: Option<Placed>,
+    },
+    Split {
+        first: u32,
+        end: u32,
+        next: u32,
+    },
+}
+
+enum Undo {
+    MinOff(u32, u64),
+    Witness(u32, u32),
+}
+
+/// Outcome of a finished frame, passed to its parent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ret {
+    Ok,
+    Fail,
+}
+
+/// The preorders: which keys, in which order (W lifetime, A area, T section total).
+const PREORDERS: [[u8; 3]; 3] = [*b"WAT", *b"TAW", *b"TWA"];
+
+/// The search state; reused across probes of one problem.
+pub(crate) struct Decider<'a> {
+    sw: &'a Sweep,
+    offsets: Vec<u64>,
+    min_off: Vec<u64>,
+    /// `min_off` of unplaced buffers, `u64::MAX` for placed ones (one load per member
+    /// when a section looks for a new witness).
+    eff: Vec<u64>,
+    /// Per section, an unplaced member whose `min_offset` is at most `capacity - total`
+    /// (so the section's floor plus its unplaced total fits), or `NONE` when the section
+    /// has no unplaced member.
+    witness: Vec<u32>,
+    total: Vec<u64>,
+    cuts: Vec<u32>,
+    rem: MaxAddTree,
+    trail: Vec<Undo>,
+    stamp: Vec<u32>,
+    epoch: u32,
+    dirty: Vec<u32>,
+    zero_cuts: Vec<u32>,
+    parts: Vec<Part>,
+    pool: Vec<Vec<Cand>>,
+    solution: Vec<u64>,
+    capacity: u64,
+    preorder: [u8; 3],
+    /// Nodes (placements tried) over all probes.
+    pub nodes: u64,
+    limit: u64,
+    clock: Instant,
+    time_cap: Option<Duration>,
+    cancel: Option<&'a AtomicBool>,
+}
+
+impl<'a> Decider<'a> {
+    pub fn new(sw: &'a Sweep) -> Decider<'a> {
+        let s = sw.sections();
+        Decider {
+            sw,
+            offsets: vec![UNPLACED; sw.n],
+            min_off: vec![0; sw.n],
+            eff: vec![0; sw.n],
+            witness: vec![NONE; s],
+            total: sw.breadth.clone(),
+            cuts: sw.cuts.clone(),
+            rem: MaxAddTree::new(s),
+            trail: Vec::new(),
+            stamp: vec![0; s],
+            epoch: 0,
+            dirty: Vec::new(),
+            zero_cuts: Vec::new(),
+            parts: Vec::new(),
+            pool: Vec::new(),
+            solution: vec![0; sw.n],
+            capacity: 0,
+            preorder: PREORDERS[0],
+            nodes: 0,
+            limit: 0,
+            clock: Instant::now(),
+            time_cap: None,
+            cancel: None,
+        }
+    }
+
+    /// Makes every later probe stop (as [`Probe::Unknown`]) once `flag` is set.
+    pub fn cancel_on(&mut self, flag: &'a AtomicBool) {
+        self.cancel = Some(flag);
+    }
+
+    /// Decides whether everything fits under `capacity`, stopping when [`Decider::nodes`]
+    /// reaches `limit` or `time_cap` has passed since `clock`.
+    pub fn solve(
+        &mut self,
+        capacity: u64,
+        limit: u64,
+        clock: Instant,
+        time_cap: Option<Duration>,
+    ) -> Probe {
+        self.capacity = capacity;
+        self.clock = clock;
+        self.time_cap = time_cap;
+        if self.sw.n == 0 {
+            return Probe::Found(Vec::new());
+        }
+        let mut attempt = (2 * self.sw.n as u64).max(64);
+        loop {
+            for preorder in PREORDERS {
+                let left = limit.saturating_sub(self.nodes);
+                if left == 0 || self.timed_out() {
+                    return Probe::Unknown;
+                }
+                self.preorder = preorder;
+                self.limit = self.nodes + attempt.min(left);
+                let r = self.attempt();
+                match r {
+                    Probe::Unknown => {}
+                    answer => return answer,
+                }
+            }
+            attempt = attempt.saturating_mul(2);
+        }
+    }
+
+    fn timed_out(&self) -> bool {
+        self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+            || self.time_cap.is_some_and(|cap| self.clock.elapsed() >= cap)
+    }
+
+    fn reset(&mut self) {
+        let sw = self.sw;
+        self.offsets.iter_mut().for_each(|x| *x = UNPLACED);
+        self.min_off.iter_mut().for_each(|x| *x = 0);
+        self.eff.iter_mut().for_each(|x| *x = 0);
+        for (k, w) in self.witness.iter_mut().enumerate() {
+            *w = sw.members(k).first().copied().unwrap_or(NONE);
+        }
+        self.total.clone_from(&sw.breadth);
+        self.cuts.clone_from(&sw.cuts);
+        self.rem.reset(&sw.breadth);
+        self.trail.clear();
+        self.parts.clear();
+    }
+
+    /// One depth-first search under the current preorder.
+    fn attempt(&mut self) -> Probe {
+        self.reset();
+        let sw = self.sw;
+        if sw.breadth.iter().any(|&t| t > self.capacity)
+            || sw.sizes.iter().any(|&s| s > self.capacity)
+        {
+            return Probe::Infeasible;
+        }
+        // The root: the problem split at its static cuts.
+        let all: Vec<u32> = (0..sw.n as u32).collect();
+        let (first, end) = self.split(0, sw.sections() as u32, &all);
+        let mut stack = vec![Frame::Split {
+            first,
+            end,
+            next: first,
+        }];
+        let mut ret: Option<Ret> = None;
+        while let Some(top) = stack.last_mut() {
+            match top {
+                Frame::Split { first, end, next } => {
+                    match ret.take() {
+                        Some(Ret::Fail) => {
+                            let f = *first;
+                            stack.pop();
+                            self.drop_parts(f);
+                            ret = Some(Ret::Fail);
+                            continue;
+                        }
+                        Some(Ret::Ok) => *next += 1,
+                        None => {}
+                    }
+                    if *next == *end {
+                        let f = *first;
+                        stack.pop();
+                        self.drop_parts(f);
+                        ret = Some(Ret::Ok);
+                        continue;
+                    }
+                    let part = *next;
+                    let list = self.root_list(part);
+                    stack.push(Frame::Node {
+                        part,
+                        bound: self.bound(&list),
+                        list,
+                        pos: 0,
+                        min_key: (0, 0),
+                        placed: None,
+                    });
+                }
+                Frame::Node {
+                    part,
+                    list,
+                    pos,
+                    min_key,
+                    bound,
+                    placed,
+                } => {
+                    if let Some(r) = ret.take() {
+                        let p = placed.take().expect("a child answers its placement");
+                        if r == Ret::Ok {
+                            self.solution[p.buf as usize] = self.offsets[p.buf as usize];
+                        }
+                        self.unplace(p.buf as usize, p.mark);
+                        if r == Ret::Ok || p.hatless {
+                            let l = std::mem::take(list);
+                            stack.pop();
+                            self.pool.push(l);
+                            ret = Some(r);
+                            continue;
+                        }
+                    }
+                    if list.is_empty() {
+                        // A leaf: every buffer of the sub-problem is placed.
+                        stack.pop();
+                        ret = Some(Ret::Ok);
+                        continue;
+                    }
+                    // The next candidate that the rules allow.
+                    let mut chosen = None;
+                    while *pos < list.len() {
+                        let c = list[*pos];
+                        *pos += 1;
+                        if (c.0, c.1) < *min_key {
+                            continue;
+                        }
+                        if c.0 >= *bound {
+                            break; // the list is sorted by offset
+                        }
+                        let twin = sw.twin_before[c.2 as usize];
+                        if twin != NONE && self.offsets[twin as usize] == UNPLACED {
+                            continue;
+                        }
+                        chosen = Some(c);
+                        break;
+                    }
+                    let Some((o, rank, i)) = chosen else {
+                        let l = std::mem::take(list);
+                        stack.pop();
+                        self.pool.push(l);
+                        ret = Some(Ret::Fail);
+                        continue;
+                    };
+                    if self.nodes >= self.limit {
+                        return Probe::Unknown;
+                    }
+                    self.nodes += 1;
+                    if self.nodes % 1024 == 0 && self.timed_out() {
+                        return Probe::Unknown;
+                    }
+                    let part_id = *part;
+                    let mark = self.trail.len();
+                    let (fits, hatless) = self.place(i as usize, o, part_id);
+                    if !fits {
+                        self.unplace(i as usize, mark);
+                        continue;
+                    }
+                    *placed = Some(Placed {
+                        buf: i,
+                        mark,
+                        hatless,
+                    });
+                    if self.zero_cuts.is_empty() {
+                        let child = self.child_list(list);
+                        let bound = self.bound(&child);
+                        stack.push(Frame::Node {
+                            part: part_id,
+                            list: child,
+                            pos: 0,
+                            min_key: (o, rank),
+                            bound,
+                            placed: None,
+                        });
+                    } else {
+                        let p = &self.parts[part_id as usize];
+                        let (lo, hi) = (p.lo, p.hi);
+                        let buffers = std::mem::take(&mut self.parts[part_id as usize].buffers);
+                        self.zero_cuts.clear();
+                        let (first, end) = self.split(lo, hi, &buffers);
+                        self.parts[part_id as usize].buffers = buffers;
+                        stack.push(Frame::Split {
+                            first,
+                            end,
+                            next: first,
+                        });
+                    }
+                }
+            }
+        }
+        match ret {
+            Some(Ret::Ok) => Probe::Found(self.solution.clone()),
+            _ => Probe::Infeasible,
+        }
+    }
+
+    /// Splits the sections `[lo, hi)` at every cut that no unplaced buffer crosses (cut
+    /// `k` separates sections `k` and `k + 1`) into sub-problems of the unplaced buffers of
+    /// `buffers`; returns their range in `self.parts`.
+    fn split(&mut self, lo: u32, hi: u32, buffers: &[u32]) -> (u32, u32) {
+        let sw = self.sw;
+        let first = self.parts.len() as u32;
+        let mut bounds = vec![lo];
+        for k in lo..hi.saturating_sub(1) {
+            if self.cuts[k as usize] == 0 {
+                bounds.push(k + 1);
+            }
+        }
+        bounds.push(hi);
+        bounds.dedup();
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); bounds.len() - 1];
+        for &j in buffers {
+            if self.offsets[j as usize] != UNPLACED {
+                continue;
+            }
+            let s = sw.span[j as usize].0;
+            let g = bounds.partition_point(|&b| b <= s) - 1;
+            groups[g].push(j);
+        }
+        for (g, list) in groups.into_iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            self.parts.push(Part {
+                lo: bounds[g],
+                hi: bounds[g + 1],
+                buffers: list,
+            });
+        }
+        (first, self.parts.len() as u32)
+    }
+
+    fn drop_parts(&mut self, first: u32) {
+        self.parts.truncate(first as usize);
+    }
+
+    /// The candidates of a sub-problem's root, ranked by the current preorder with the
+    /// live section totals.
+    fn root_list(&mut self, part: u32) -> Vec<Cand> {
+        let sw = self.sw;
+        let p = &self.parts[part as usize];
+        let key = |i: usize| -> [u128; 3] {
+            let (s, e) = sw.span[i];
+            let t = self.total[s as usize..e as usize]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0) as u128;
+            let w = sw.widths[i] as u128;
+            let mut k = [0u128; 3];
+            for (slot, c) in k.iter_mut().zip(self.preorder) {
+                *slot = match c {
+                    b'W' => w,
+                    b'A' => w * sw.sizes[i] as u128,
+                    _ => t,
+                };
+            }
+            k
+        };
+        let mut keyed: Vec<([u128; 3], u32)> =
+            p.buffers.iter().map(|&i| (key(i as usize), i)).collect();
+        keyed.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut list = self.pool.pop().unwrap_or_default();
+        list.clear();
+        list.extend(
+            keyed
+                .iter()
+                .enumerate()
+                .map(|(r, &(_, i))| (self.min_off[i as usize], r as u32, i)),
+        );
+        list.sort_unstable();
+        list
+    }
+
+    /// The candidates of a child: the parent's unplaced ones with their new offsets.
+    fn child_list(&mut self, parent: &[Cand]) -> Vec<Cand> {
+        let mut list = self.pool.pop().unwrap_or_default();
+        list.clear();
+        for &(_, r, i) in parent {
+            if self.offsets[i as usize] == UNPLACED {
+                list.push((self.min_off[i as usize], r, i));
+            }
+        }
+        list.sort_unstable();
+        list
+    }
+
+    fn bound(&self, list: &[Cand]) -> u64 {
+        list.iter()
+            .map(|&(o, _, i)| o.saturating_add(self.sw.sizes[i as usize]))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Places `i` at `o`; returns whether the node survives the checks, and whether `i`
+    /// conflicts with no unplaced buffer. Fills `zero_cuts` with the cuts it emptied.
+    /// The caller undoes the placement with [`Decider::unplace`] either way.
+    ///
+    /// The unallocated floor of a section (the lowest `min_offset` of its unplaced
+    /// buffers) plus its unplaced total must fit: the section keeps a *witness*, an
+    /// unplaced member low enough, and is only rescanned when its witness is placed or
+    /// moves too high. Deeper in the search totals only fall, so a witness stays good
+    /// until then.
+    fn place(&mut self, i: usize, o: u64, part: u32) -> (bool, bool) {
+        let sw = self.sw;
+        let cap = self.capacity;
+        let size = sw.sizes[i];
+        self.offsets[i] = o;
+        self.eff[i] = u64::MAX;
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamp.iter_mut().for_each(|x| *x = 0);
+            self.epoch = 1;
+        }
+        self.dirty.clear();
+        let mut fits = o + size <= cap;
+        let top = o + size;
+        let (s, e) = sw.span[i];
+        self.rem.add(s as usize, e as usize, -(size as i128));
+        for k in s..e {
+            self.total[k as usize] -= size;
+            if self.witness[k as usize] == i as u32 {
+                self.stamp[k as usize] = self.epoch;
+                self.dirty.push(k);
+            }
+        }
+        for k in s..e.saturating_sub(1) {
+            self.cuts[k as usize] -= 1;
+            if self.cuts[k as usize] == 0 {
+                self.zero_cuts.push(k);
+            }
+        }
+        let mut hatless = true;
+        for &j in sw.conflicts(i) {
+            let j = j as usize;
+            if self.offsets[j] != UNPLACED {
+                continue;
+            }
+            hatless = false;
+            let need = align_up(top, sw.aligns[j]);
+            let old = self.min_off[j];
+            if need <= old {
+                continue;
+            }
+            if need + sw.sizes[j] > cap {
+                fits = false;
+            }
+            self.trail.push(Undo::MinOff(j as u32, old));
+            self.min_off[j] = need;
+            self.eff[j] = need;
+            let (js, je) = sw.span[j];
+            for k in js..je {
+                let k = k as usize;
+                if self.witness[k] == j as u32
+                    && need > cap - self.total[k]
+                    && self.stamp[k] != self.epoch
+                {
+                    self.stamp[k] = self.epoch;
+                    self.dirty.push(k as u32);
+                }
+            }
+        }
+        if !fits {
+            return (false, hatless);
+        }
+        for d in 0..self.dirty.len() {
+            let k = self.dirty[d] as usize;
+            let old = self.witness[k];
+            let w = if self.total[k] == 0 {
+                NONE
+            } else {
+                let slack = cap - self.total[k];
+                match sw
+                    .members(k)
+                    .iter()
+                    .find(|&&j| self.eff[j as usize] <= slack)
+                {
+                    Some(&j) => j,
+                    None => {
+                        fits = false;
+                        break;
+                    }
+                }
+            };
+            if w != old {
+                self.trail.push(Undo::Witness(k as u32, old));
+                self.witness[k] = w;
+            }
+        }
+        if fits {
+            // Every unplaced buffer of the sub-problem goes at or above `o`.
+            let p = &self.parts[part as usize];
+            if o.saturating_add(self.rem.max_in(p.lo as usize, p.hi as usize)) > cap {
+                fits = false;
+            }
+        }
+        (fits, hatless)
+    }
+
+    fn unplace(&mut self, i: usize, mark: usize) {
+        let sw = self.sw;
+        while self.trail.len() > mark {
+            match self.trail.pop() {
+                Some(Undo::MinOff(j, v)) => {
+                    self.min_off[j as usize] = v;
+                    self.eff[j as usize] = v;
+                }
+                Some(Undo::Witness(k, w)) => self.witness[k as usize] = w,
+                None => break,
+            }
+        }
+        let size = sw.sizes[i];
+        let (s, e) = sw.span[i];
+        self.rem.add(s as usize, e as usize, size as i128);
+        for k in s..e {
+            self.total[k as usize] += size;
+        }
+        for k in s..e.saturating_sub(1) {
+            self.cuts[k as usize] += 1;
+        }
+        self.zero_cuts.clear();
+        self.offsets[i] = UNPLACED;
+        self.eff[i] = self.min_off[i];
+    }
+}

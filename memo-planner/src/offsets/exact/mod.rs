@@ -1,0 +1,155 @@
+//! `exact`: a complete branch-and-bound search in the style of MiniMalloc (Moffitt,
+//! ASPLOS '23), minimising the height within a node budget, or deciding one capacity.
+//!
+//! # Method
+//!
+//! [`decide`](self::decide) answers "do all buffers fit under `capacity`?" by a
+//! depth-first search over canonical packings with section inference (the unallocated
+//! floor), dominance, symmetry breaking for identical buffers and dynamic temporal
+//! decomposition into independent sub-problems, each with its own preorder (see the
+//! `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
+//! the `exact` strategy passes the `best` portfolio's plan) by a schedule of such probes
+//! (the `schedule` module): a probe at the lower bound, then a descent from the best
+//! height found, in steps that grow while probes succeed. On two threads (see
+//! [`ExactOptions::parallel`]) the lower-bound probe and the descent run side by side.
+//!
+//! # Complexity and budget
+//!
+//! The search is exponential in the worst case. A node costs `O(k + s + m log m)` for the
+//! `k` conflicting buffers of the buffer placed, the sections `s` whose floor may move and
+//! the `m` unplaced buffers of its sub-problem (the candidate order). Budgets count nodes
+//! (placements tried), so results are deterministic: [`ExactOptions::nodes_for`] gives
+//! `node_limit` nodes to instances of up to [`NODE_SCALE_BUFFERS`] buffers and
+//! proportionally fewer above (a node costs time proportional to the sub-problem). The
+//! wall-time cap is only a safety net; when it fires, the result depends on the machine.
+//! No search is made above [`ExactOptions::max_buffers`] buffers or 8 million conflicting
+//! pairs. The returned plan is always valid and never higher than the start plan.
+
+mod decide;
+mod schedule;
+mod sweep;
+
+use std::time::Duration;
+
+use crate::bounds::offsets_lower_bound;
+use crate::plan::OffsetPlan;
+use crate::problem::Problem;
+
+pub use schedule::search;
+
+/// Budgets of the exact search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExactOptions {
+    /// Search nodes (placements tried) for an instance of up to [`NODE_SCALE_BUFFERS`]
+    /// buffers; larger instances get proportionally fewer, never fewer than
+    /// [`ExactOptions::min_nodes`]. With [`ExactOptions::parallel`], each of the two
+    /// threads has this budget.
+    pub node_limit: u64,
+    /// The node budget never drops below this (nor above `node_limit`).
+    pub min_nodes: u64,
+    /// Wall-time safety net over the whole search; `None` for none.
+    pub time_cap: Option<Duration>,
+    /// Above this many buffers no search is made and the start plan is returned.
+    pub max_buffers: usize,
+    /// Run the lower-bound probe and the descent on two threads once the search turns out
+    /// to be hard (the result does not depend on it).
+    pub parallel: bool,
+}
+
+impl Default for ExactOptions {
+    fn default() -> ExactOptions {
+        ExactOptions {
+            node_limit: 8_000_000,
+            min_nodes: 20_000,
+            time_cap: Some(Duration::from_secs(60)),
+            max_buffers: 50_000,
+            parallel: true,
+        }
+    }
+}
+
+/// Instance size up to which [`ExactOptions::node_limit`] applies unscaled.
+pub const NODE_SCALE_BUFFERS: usize = 1024;
+
+/// Instance size from which [`ExactOptions::node_limit`] applies unscaled.
+pub const NODE_RAMP_BUFFERS: usize = 200;
+
+impl ExactOptions {
+    /// The node budget for an instance of `n` buffers: `node_limit` from
+    /// [`NODE_RAMP_BUFFERS`] to [`NODE_SCALE_BUFFERS`] buffers; below, a share that grows
+    /// with `n³` (small instances have small search spaces, and the property tests plan
+    /// thousands of them); above, proportionally less (a node costs more). Never below
+    /// `min_nodes` (nor above `node_limit`).
+    pub fn nodes_for(&self, n: usize) -> u64 {
+        let n = n.max(1) as u128;
+        let limit = self.node_limit as u128;
+        let (ramp, scale) = (NODE_RAMP_BUFFERS as u128, NODE_SCALE_BUFFERS as u128);
+        let scaled = if n < ramp {
+            limit * n * n * n / (ramp * ramp * ramp)
+        } else if n <= scale {
+            limit
+        } else {
+            limit * scale / n
+        };
+        (scaled as u64).max(self.min_nodes.min(self.node_limit))
+    }
+}
+
+/// The result of [`search`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExactOutcome {
+    /// The best plan found (never higher than the start plan).
+    pub plan: OffsetPlan,
+    /// Its height.
+    pub height: u64,
+    /// The best lower bound known: the max load, raised by every capacity proven
+    /// infeasible.
+    pub lower_bound: u64,
+    /// Whether the height is proven optimal (`height == lower_bound`).
+    pub optimal: bool,
+    /// Search nodes used (over both threads).
+    pub nodes: u64,
+}
+
+/// The answer of [`decide`] at one capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A plan whose height is at most the capacity.
+    Feasible(OffsetPlan),
+    /// Proven: no plan fits under the capacity.
+    Infeasible,
+    /// The budget ran out before an answer.
+    Unknown,
+}
+
+/// Minimises the height from `start` (a valid plan) with the default budgets.
+pub fn plan(problem: &Problem, start: &OffsetPlan) -> OffsetPlan {
+    search(problem, start, &ExactOptions::default()).plan
+}
+
+/// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode), within
+/// the node budget of `options` (all of it for this one capacity).
+pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decision {
+    if problem.is_empty() {
+        return Decision::Feasible(OffsetPlan::default());
+    }
+    if offsets_lower_bound(problem) > capacity {
+        return Decision::Infeasible;
+    }
+    if problem.len() > options.max_buffers {
+        return Decision::Unknown;
+    }
+    let Some(sw) = sweep::Sweep::new(problem, schedule::MAX_CONFLICT_PAIRS) else {
+        return Decision::Unknown;
+    };
+    let mut d = decide::Decider::new(&sw);
+    let limit = options.nodes_for(problem.len());
+    match d.solve(capacity, limit, std::time::Instant::now(), options.time_cap) {
+        decide::Probe::Found(offsets) => Decision::Feasible(OffsetPlan { offsets }),
+        decide::Probe::Infeasible => Decision::Infeasible,
+        decide::Probe::Unknown => Decision::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests;

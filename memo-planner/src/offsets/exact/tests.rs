@@ -1,0 +1,291 @@
+use std::time::Instant;
+
+use super::decide::{Decider, Probe};
+use super::sweep::Sweep;
+use super::*;
+use crate::fixtures::*;
+use crate::offsets::naive;
+use crate::problem::{align_up, Buffer};
+use crate::validate::validate_offsets;
+
+fn small() -> ExactOptions {
+    ExactOptions {
+        node_limit: 200_000,
+        min_nodes: 200_000,
+        time_cap: None,
+        max_buffers: 64,
+        parallel: false,
+    }
+}
+
+/// Starts from a plan that is deliberately bad, so that the search has to work.
+fn from_naive(p: &Problem, o: &ExactOptions) -> ExactOutcome {
+    search(p, &naive::plan(p), o)
+}
+
+fn problem(bufs: &[(u64, u64, u64, u64)]) -> Problem {
+    Problem::new(
+        bufs.iter()
+            .enumerate()
+            .map(|(i, &(l, u, s, a))| Buffer::new(i.to_string(), l, u, s).with_align(a))
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn probe(p: &Problem, capacity: u64) -> Probe {
+    let sw = Sweep::new(p, u64::MAX).unwrap();
+    let mut d = Decider::new(&sw);
+    d.solve(capacity, u64::MAX, Instant::now(), None)
+}
+
+#[test]
+fn solves_the_hand_checked_cases() {
+    for (name, p, want) in [
+        ("minimalloc example", minimalloc_example(), 12),
+        ("minimalloc tricky", minimalloc_tricky(), 5),
+        ("tflite complex", tflite_complex(), 96),
+        ("tflite chain", tflite_chain(), 96),
+    ] {
+        for o in [
+            small(),
+            ExactOptions {
+                parallel: true,
+                ..small()
+            },
+        ] {
+            let out = from_naive(&p, &o);
+            assert_eq!(validate_offsets(&p, &out.plan), Ok(want), "{name}");
+            assert_eq!((out.height, out.lower_bound), (want, want), "{name}");
+            assert!(out.optimal, "{name}");
+        }
+        assert_eq!(
+            validate_offsets(&p, &plan(&p, &naive::plan(&p))),
+            Ok(want),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn tricky_is_infeasible_at_its_lower_bound() {
+    let p = minimalloc_tricky();
+    assert_eq!(crate::offsets_lower_bound(&p), 4);
+    assert_eq!(probe(&p, 4), Probe::Infeasible);
+    assert!(matches!(probe(&p, 5), Probe::Found(_)));
+    assert_eq!(decide(&p, 4, &small()), Decision::Infeasible);
+    assert_eq!(decide(&p, 3, &small()), Decision::Infeasible);
+    let Decision::Feasible(plan) = decide(&p, 5, &small()) else {
+        panic!("5 fits");
+    };
+    assert_eq!(validate_offsets(&p, &plan), Ok(5));
+    // The proof raises the lower bound.
+    let out = from_naive(&p, &small());
+    assert_eq!((out.height, out.lower_bound, out.optimal), (5, 5, true));
+}
+
+#[test]
+fn minimalloc_solver_tests() {
+    // (buffers as (lower, upper, size, align), capacity, feasible)
+    type Case = (&'static [(u64, u64, u64, u64)], u64, bool);
+    let cases: [Case; 6] = [
+        (&[(0, 2, 3, 1)], 2, false),
+        (&[(0, 2, 2, 1), (0, 2, 2, 1)], 3, false),
+        (
+            &[
+                (1, 2, 1, 1),
+                (0, 2, 1, 1),
+                (2, 3, 2, 1),
+                (1, 3, 1, 1),
+                (0, 1, 2, 1),
+            ],
+            3,
+            true,
+        ),
+        (
+            &[(0, 2, 2, 1), (1, 3, 2, 1), (3, 5, 2, 1), (4, 6, 2, 1)],
+            4,
+            true,
+        ),
+        (&[(0, 2, 1, 2), (0, 2, 1, 2)], 4, true),
+        (&[(0, 2, 1, 2), (0, 2, 1, 2)], 2, false),
+    ];
+    for (k, (bufs, cap, feasible)) in cases.iter().enumerate() {
+        let p = problem(bufs);
+        match probe(&p, *cap) {
+            Probe::Found(offsets) => {
+                assert!(feasible, "case {k}");
+                let h = validate_offsets(&p, &OffsetPlan { offsets }).unwrap();
+                assert!(h <= *cap, "case {k}");
+            }
+            Probe::Infeasible => assert!(!feasible, "case {k}"),
+            Probe::Unknown => panic!("case {k}: no answer"),
+        }
+    }
+}
+
+#[test]
+fn independent_sides_are_solved_separately() {
+    // Two identical halves joined by one long buffer: once it is placed, the cut in the
+    // middle is empty and each half is its own sub-problem.
+    let mut v = vec![(0, 20, 4, 1)];
+    for base in [0, 10] {
+        v.extend([
+            (base, base + 4, 2, 1),
+            (base + 2, base + 7, 3, 1),
+            (base + 5, base + 10, 2, 1),
+            (base + 1, base + 6, 1, 1),
+        ]);
+    }
+    let p = problem(&v);
+    let out = from_naive(&p, &small());
+    let h = validate_offsets(&p, &out.plan).unwrap();
+    assert_eq!(h, brute_force(&p));
+    assert!(out.optimal);
+}
+
+#[test]
+fn respects_the_node_budget_and_stays_valid() {
+    let p = dnn_trace(200, 3);
+    let o = ExactOptions {
+        node_limit: 50,
+        min_nodes: 0,
+        time_cap: None,
+        max_buffers: 1000,
+        parallel: false,
+    };
+    let start = naive::plan(&p);
+    let out = search(&p, &start, &o);
+    // Two tracks of 50 nodes, and the short probe before them.
+    assert!(out.nodes <= 150, "{}", out.nodes);
+    let h = validate_offsets(&p, &out.plan).unwrap();
+    assert!(h <= start.height(&p));
+    // Above max_buffers: the start plan comes back untouched.
+    let o = ExactOptions {
+        max_buffers: 10,
+        ..o
+    };
+    assert_eq!(search(&p, &start, &o).plan, start);
+    assert_eq!(decide(&p, u64::MAX, &o), Decision::Unknown);
+    let empty = Problem::default();
+    assert_eq!(
+        plan(&empty, &OffsetPlan::default()).offsets,
+        Vec::<u64>::new()
+    );
+}
+
+#[test]
+fn threads_do_not_change_the_answer() {
+    for seed in 0..4 {
+        let p = dnn_trace(120, seed);
+        let start = crate::offsets::greedy_by_size::plan(&p);
+        let o = ExactOptions {
+            node_limit: 3_000,
+            min_nodes: 0,
+            ..small()
+        };
+        let a = search(&p, &start, &o);
+        let b = search(
+            &p,
+            &start,
+            &ExactOptions {
+                parallel: true,
+                ..o
+            },
+        );
+        assert_eq!(
+            (a.plan, a.height, a.optimal),
+            (b.plan, b.height, b.optimal),
+            "seed {seed}"
+        );
+    }
+}
+
+/// The optimum by brute force: every order, each buffer at the top of the placed
+/// buffers it conflicts with (aligned). Every packing can be pushed down into one of
+/// these, so the minimum over all orders is optimal.
+pub(super) fn brute_force(p: &Problem) -> u64 {
+    fn rec(p: &Problem, offsets: &mut Vec<u64>, used: &mut Vec<bool>, height: u64, best: &mut u64) {
+        if height >= *best {
+            return;
+        }
+        let b = p.buffers();
+        if used.iter().all(|&u| u) {
+            *best = height;
+            return;
+        }
+        for i in 0..b.len() {
+            if used[i] {
+                continue;
+            }
+            let top = (0..b.len())
+                .filter(|&j| used[j] && b[j].conflicts_with(&b[i]))
+                .map(|j| offsets[j] + b[j].size)
+                .max()
+                .unwrap_or(0);
+            let o = align_up(top, b[i].align);
+            used[i] = true;
+            offsets[i] = o;
+            rec(p, offsets, used, height.max(o + b[i].size), best);
+            used[i] = false;
+        }
+    }
+    if p.is_empty() {
+        return 0;
+    }
+    let mut best = u64::MAX;
+    rec(
+        p,
+        &mut vec![0; p.len()],
+        &mut vec![false; p.len()],
+        0,
+        &mut best,
+    );
+    best
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// With a budget the search never exhausts on 8 buffers, `exact` is the optimum.
+    #[test]
+    fn equals_brute_force_on_small_problems(p in strategies::problem(9)) {
+        let out = from_naive(&p, &ExactOptions { node_limit: u64::MAX / 4, ..small() });
+        let h = validate_offsets(&p, &out.plan).unwrap();
+        proptest::prop_assert_eq!(h, out.height);
+        proptest::prop_assert!(out.optimal);
+        proptest::prop_assert_eq!(h, brute_force(&p));
+        proptest::prop_assert_eq!(out.lower_bound, h);
+    }
+
+    /// Every capacity the search calls infeasible is infeasible by brute force, and every
+    /// packing it finds fits.
+    #[test]
+    fn claimed_infeasibility_is_confirmed_by_brute_force(p in strategies::problem(9), slack in 0u64..3) {
+        let opt = brute_force(&p);
+        let lb = crate::offsets_lower_bound(&p);
+        for cap in lb.saturating_sub(slack)..=opt + slack {
+            match decide(&p, cap, &ExactOptions { node_limit: u64::MAX / 4, ..small() }) {
+                Decision::Infeasible => proptest::prop_assert!(cap < opt, "{} claimed infeasible, optimum {}", cap, opt),
+                Decision::Feasible(plan) => {
+                    let h = validate_offsets(&p, &plan).unwrap();
+                    proptest::prop_assert!(h <= cap);
+                    proptest::prop_assert!(cap >= opt);
+                }
+                Decision::Unknown => proptest::prop_assert!(false, "no answer at {}", cap),
+            }
+        }
+    }
+
+    #[test]
+    fn plans_validate_within_a_small_budget(p in strategies::problem(40)) {
+        let o = ExactOptions { node_limit: 2_000, min_nodes: 0, time_cap: None, max_buffers: 64, parallel: false };
+        let start = crate::offsets::greedy_by_size::plan(&p);
+        let out = search(&p, &start, &o);
+        let h = validate_offsets(&p, &out.plan).unwrap();
+        proptest::prop_assert_eq!(h, out.height);
+        proptest::prop_assert!(h >= out.lower_bound);
+        proptest::prop_assert!(out.lower_bound >= crate::offsets_lower_bound(&p));
+        proptest::prop_assert!(h <= start.height(&p));
+    }
+}
