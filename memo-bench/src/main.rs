@@ -11,6 +11,7 @@ mod alloc;
 mod cli;
 mod engine;
 mod harness;
+mod pass_count;
 mod report;
 mod workloads;
 

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use crate::engine::trace::TraceProgram;
 use crate::engine::{checksum, Compute, Divergence, GraphRunner};
+use crate::pass_count;
 use graph::{Graph, OpKind};
 
 /// An architecture.
@@ -271,17 +272,11 @@ impl<'w> Runner<'w> {
         match self {
             Runner::Graph(r, w) => {
                 let div = w.divergence(pass);
-                let (out, digest) = {
-                    let _pass = key.map(memo_alloc::pass);
-                    r.run_digest(scopes, div)
-                };
+                let (out, digest) = in_pass(key, || r.run_digest(scopes, div));
                 checksum(&out) ^ digest
             }
             Runner::Trace(t) => {
-                let (out, sum) = {
-                    let _pass = key.map(memo_alloc::pass);
-                    t.run(scopes)
-                };
+                let (out, sum) = in_pass(key, || t.run(scopes));
                 let mut c = sum;
                 for b in &out {
                     c = c.wrapping_mul(31).wrapping_add(b.read());
@@ -290,6 +285,14 @@ impl<'w> Runner<'w> {
             }
         }
     }
+}
+
+/// Runs `f` inside `memo_alloc::pass(key)` when `key` is given (memo cells), counted by
+/// [`pass_count`] from just after the pass starts to just before it ends.
+fn in_pass<R>(key: Option<&'static str>, f: impl FnOnce() -> R) -> R {
+    let _pass = key.map(memo_alloc::pass);
+    let _mark = key.map(|_| pass_count::enter());
+    f()
 }
 
 #[cfg(test)]
