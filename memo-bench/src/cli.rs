@@ -32,7 +32,9 @@ pub struct Args {
     quick: bool,
     /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent]` with net one of
     /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or `trace:<file>`
-    /// (a memo-alloc trace from MEMO_TRACE_DIR).
+    /// (a memo-alloc trace from MEMO_TRACE_DIR); or, built with `--features engine`,
+    /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the
+    /// candle engine's own model code on synthetic weights; `--compute` does not apply).
     #[arg(long, global = true, value_delimiter = ',')]
     workloads: Vec<String>,
     /// Batch sizes applied to every built-in workload (cross product).
@@ -151,6 +153,30 @@ fn workloads(args: &Args) -> Result<Vec<String>, String> {
                 }
             }
             t @ Spec::Trace(_) => out.push(t.name()),
+            Spec::Candle(c) => {
+                let batches = if args.batch.is_empty() {
+                    vec![c.batch]
+                } else {
+                    args.batch.clone()
+                };
+                let sizes = if args.size.is_empty() {
+                    vec![c.size]
+                } else {
+                    args.size.clone()
+                };
+                for &batch in &batches {
+                    for &size in &sizes {
+                        let name =
+                            Spec::Candle(crate::workloads::candle::CandleSpec { batch, size, ..c })
+                                .name();
+                        // Checks the size against the model's limits.
+                        Spec::parse(&name)?;
+                        if !out.contains(&name) {
+                            out.push(name);
+                        }
+                    }
+                }
+            }
         }
     }
     Ok(out)
@@ -289,6 +315,8 @@ fn list(args: &Args) -> i32 {
                         (graph.ops.len(), graph.peak_bytes())
                     }
                     crate::workloads::Workload::Trace(_) => (0, 0),
+                    #[cfg(feature = "engine")]
+                    crate::workloads::Workload::Candle(_) => (0, 0),
                 };
                 println!(
                     "{:<36} {:>6} {:>12} {:>12.1} {:>12.1}",

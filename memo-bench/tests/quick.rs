@@ -167,3 +167,38 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The real engine (feature `engine`): small inputs, three allocators, 1 and 2 threads.
+#[cfg(feature = "engine")]
+#[test]
+fn candle_models_agree_across_allocators_and_show_their_helper_threads() {
+    let workloads = ["candle:resnet18:b1:s32", "candle:bert-mini:b1:s16"];
+    let v = bench(&[
+        "--workloads",
+        &workloads.join(","),
+        "--threads",
+        "1,2",
+        "--allocators",
+        "glibc,jemalloc,memo",
+        "--no-report",
+    ]);
+    assert_eq!(v["checksums_agree"], true, "{}", v["checksum_mismatches"]);
+    let cells = v["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), workloads.len() * 2 * 3);
+    for c in cells.iter().filter(|c| c["allocator"] == "memo") {
+        for k in ["slab_share_pass_thread", "slab_share_all_threads"] {
+            let share = c[k].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&share), "{k}: {c}");
+        }
+        assert!(c["pass_thread_allocations_per_pass"].as_f64().unwrap() > 100.0);
+        assert!(c["profiled_allocations"].as_u64().unwrap() > 100);
+        // candle runs every convolution on rayon's pool: those allocations are made on
+        // other threads than the pass's, and memo-bench counts them.
+        if c["workload"] == workloads[0] {
+            assert!(
+                c["helper_allocations_per_pass"].as_f64().unwrap() > 0.0,
+                "{c}"
+            );
+        }
+    }
+}
