@@ -72,6 +72,10 @@ pub struct Args {
     /// Write no report directory.
     #[arg(long)]
     no_report: bool,
+    /// Write the report without memo traces and heap maps (a real engine's pass of 100k+
+    /// allocations makes a trace of hundreds of MB, once per profile).
+    #[arg(long)]
+    no_traces: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -240,7 +244,7 @@ fn schedule(args: &Args) -> Result<Schedule, String> {
         groups,
         allocators,
         reps: args.reps.unwrap_or(1).max(1),
-        trace_dir: (!args.no_report).then(|| args.report_dir.join("traces")),
+        trace_dir: (!args.no_report && !args.no_traces).then(|| args.report_dir.join("traces")),
         progress: !args.no_progress,
     })
 }
