@@ -12,11 +12,17 @@
 //! reaches jemalloc through `_RJEM_MALLOC_CONF` in the child's environment (see
 //! [`crate::harness::jemalloc_conf`]) and is checked from inside the child by reading
 //! `opt.oversize_threshold` back.
+//!
+//! In memo cells every allocation (not reallocations) also goes through
+//! [`pass_count::on_alloc`], which counts the allocations made during passes on any thread;
+//! the other allocators' paths are untouched.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use memo_alloc::MemoAlloc;
+
+use crate::pass_count;
 use mimalloc::MiMalloc;
 use tikv_jemallocator::Jemalloc;
 
@@ -147,8 +153,14 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.alloc(layout),
                 3 => MiMalloc.alloc(layout),
-                4 => MEMO_SYSTEM.alloc(layout),
-                5 => MEMO_JEMALLOC.alloc(layout),
+                4 => {
+                    pass_count::on_alloc();
+                    MEMO_SYSTEM.alloc(layout)
+                }
+                5 => {
+                    pass_count::on_alloc();
+                    MEMO_JEMALLOC.alloc(layout)
+                }
                 _ => System.alloc(layout),
             }
         }
@@ -161,8 +173,14 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.alloc_zeroed(layout),
                 3 => MiMalloc.alloc_zeroed(layout),
-                4 => MEMO_SYSTEM.alloc_zeroed(layout),
-                5 => MEMO_JEMALLOC.alloc_zeroed(layout),
+                4 => {
+                    pass_count::on_alloc();
+                    MEMO_SYSTEM.alloc_zeroed(layout)
+                }
+                5 => {
+                    pass_count::on_alloc();
+                    MEMO_JEMALLOC.alloc_zeroed(layout)
+                }
                 _ => System.alloc_zeroed(layout),
             }
         }

@@ -32,7 +32,9 @@ pub struct Args {
     quick: bool,
     /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent]` with net one of
     /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or `trace:<file>`
-    /// (a memo-alloc trace from MEMO_TRACE_DIR).
+    /// (a memo-alloc trace from MEMO_TRACE_DIR); or, built with `--features engine`,
+    /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the
+    /// candle engine's own model code on synthetic weights; `--compute` does not apply).
     #[arg(long, global = true, value_delimiter = ',')]
     workloads: Vec<String>,
     /// Batch sizes applied to every built-in workload (cross product).
@@ -70,6 +72,10 @@ pub struct Args {
     /// Write no report directory.
     #[arg(long)]
     no_report: bool,
+    /// Write the report without memo traces and heap maps (a real engine's pass of 100k+
+    /// allocations makes a trace of hundreds of MB, once per profile).
+    #[arg(long)]
+    no_traces: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -151,6 +157,30 @@ fn workloads(args: &Args) -> Result<Vec<String>, String> {
                 }
             }
             t @ Spec::Trace(_) => out.push(t.name()),
+            Spec::Candle(c) => {
+                let batches = if args.batch.is_empty() {
+                    vec![c.batch]
+                } else {
+                    args.batch.clone()
+                };
+                let sizes = if args.size.is_empty() {
+                    vec![c.size]
+                } else {
+                    args.size.clone()
+                };
+                for &batch in &batches {
+                    for &size in &sizes {
+                        let name =
+                            Spec::Candle(crate::workloads::candle::CandleSpec { batch, size, ..c })
+                                .name();
+                        // Checks the size against the model's limits.
+                        Spec::parse(&name)?;
+                        if !out.contains(&name) {
+                            out.push(name);
+                        }
+                    }
+                }
+            }
         }
     }
     Ok(out)
@@ -214,7 +244,7 @@ fn schedule(args: &Args) -> Result<Schedule, String> {
         groups,
         allocators,
         reps: args.reps.unwrap_or(1).max(1),
-        trace_dir: (!args.no_report).then(|| args.report_dir.join("traces")),
+        trace_dir: (!args.no_report && !args.no_traces).then(|| args.report_dir.join("traces")),
         progress: !args.no_progress,
     })
 }
@@ -289,6 +319,8 @@ fn list(args: &Args) -> i32 {
                         (graph.ops.len(), graph.peak_bytes())
                     }
                     crate::workloads::Workload::Trace(_) => (0, 0),
+                    #[cfg(feature = "engine")]
+                    crate::workloads::Workload::Candle(_) => (0, 0),
                 };
                 println!(
                     "{:<36} {:>6} {:>12} {:>12.1} {:>12.1}",

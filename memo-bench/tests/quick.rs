@@ -51,7 +51,8 @@ fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
             "p99_us",
             "passes_per_sec",
             "peak_rss_bytes",
-            "slab_share",
+            "slab_share_pass_thread",
+            "slab_share_all_threads",
         ] {
             assert!(c.get(k).is_some(), "missing {k} in {c}");
         }
@@ -63,13 +64,22 @@ fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
         assert!(c["p99_us"].as_f64().unwrap() >= c["p50_us"].as_f64().unwrap());
         assert!(c["passes_per_sec"].as_f64().unwrap() > 0.0);
         assert!(c["peak_rss_bytes"].as_u64().unwrap() > 0);
+        let memo_only = [
+            "slab_share_pass_thread",
+            "slab_share_all_threads",
+            "pass_thread_allocations_per_pass",
+            "helper_allocations_per_pass",
+        ];
         if a.starts_with("memo") {
-            let share = c["slab_share"]
-                .as_f64()
-                .expect("memo cells have a slab share");
-            assert!((0.0..=1.0).contains(&share));
+            for k in &memo_only[..2] {
+                let share = c[k].as_f64().expect("memo cells have slab shares");
+                assert!((0.0..=1.0).contains(&share), "{k} {share}");
+            }
+            assert!(c["pass_thread_allocations_per_pass"].as_f64().unwrap() > 0.0);
         } else {
-            assert!(c["slab_share"].is_null(), "{a}: {}", c["slab_share"]);
+            for k in memo_only {
+                assert!(c[k].is_null(), "{a}: {k} {}", c[k]);
+            }
         }
     }
     for a in ALLOCATORS {
@@ -98,8 +108,24 @@ fn quick_cells_for_every_allocator() {
         .iter()
         .find(|c| c["allocator"] == "memo")
         .unwrap();
-    assert!(memo["slab_share"].as_f64().unwrap() > 0.9, "{memo}");
+    assert!(
+        memo["slab_share_pass_thread"].as_f64().unwrap() > 0.9,
+        "{memo}"
+    );
     assert_eq!(memo["profiled_allocations"], memo["allocations_per_pass"]);
+    // The interpreter runs on the pass's thread alone: memo-bench's own count of the
+    // allocations made during passes is the model's, nothing happens on other threads,
+    // and both slab shares agree.
+    assert_eq!(
+        memo["pass_thread_allocations_per_pass"].as_f64(),
+        memo["allocations_per_pass"].as_f64(),
+        "{memo}"
+    );
+    assert_eq!(memo["helper_allocations_per_pass"].as_f64(), Some(0.0));
+    assert_eq!(
+        memo["slab_share_all_threads"], memo["slab_share_pass_thread"],
+        "{memo}"
+    );
 
     // Report directory: JSON, table, ratio plot, heap map, the trace.
     let saved: Value =
@@ -140,4 +166,39 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// The real engine (feature `engine`): small inputs, three allocators, 1 and 2 threads.
+#[cfg(feature = "engine")]
+#[test]
+fn candle_models_agree_across_allocators_and_show_their_helper_threads() {
+    let workloads = ["candle:resnet18:b1:s32", "candle:bert-mini:b1:s16"];
+    let v = bench(&[
+        "--workloads",
+        &workloads.join(","),
+        "--threads",
+        "1,2",
+        "--allocators",
+        "glibc,jemalloc,memo",
+        "--no-report",
+    ]);
+    assert_eq!(v["checksums_agree"], true, "{}", v["checksum_mismatches"]);
+    let cells = v["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), workloads.len() * 2 * 3);
+    for c in cells.iter().filter(|c| c["allocator"] == "memo") {
+        for k in ["slab_share_pass_thread", "slab_share_all_threads"] {
+            let share = c[k].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&share), "{k}: {c}");
+        }
+        assert!(c["pass_thread_allocations_per_pass"].as_f64().unwrap() > 100.0);
+        assert!(c["profiled_allocations"].as_u64().unwrap() > 100);
+        // candle runs every convolution on rayon's pool: those allocations are made on
+        // other threads than the pass's, and memo-bench counts them.
+        if c["workload"] == workloads[0] {
+            assert!(
+                c["helper_allocations_per_pass"].as_f64().unwrap() > 0.0,
+                "{c}"
+            );
+        }
+    }
 }

@@ -9,6 +9,7 @@ use memo_alloc::MissReason;
 use super::{sys, CellResult, CellSpec, MemoCounters};
 use crate::alloc::{self, Allocator};
 use crate::engine::Compute;
+use crate::pass_count;
 use crate::workloads::{Runner, Spec};
 
 /// Per-thread outcome.
@@ -30,23 +31,28 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             spec.allocator
         ));
     }
+    pass_count::harness_thread();
     let wspec = Spec::parse(&spec.workload)?;
     let workload = wspec.build()?;
     let key = me.is_memo().then(|| wspec.key());
     let scopes = me.is_memo() && wspec.scopes();
     let compute = Compute::from_scale(spec.compute);
     let threads = spec.threads.max(1);
+    // Warm-up done -> the main thread takes the "before" snapshot -> go -> measured
+    // passes -> end.
     let barrier = Barrier::new(threads + 1);
+    let go = Barrier::new(threads + 1);
     let end = Barrier::new(threads + 1);
     let (warmup, passes) = (spec.warmup, spec.passes);
 
-    let mut before = (sys::usage(), memo_alloc::stats());
+    let mut before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
     let mut elapsed = 0.0;
     let results: Vec<ThreadResult> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let (workload, barrier, end) = (&workload, &barrier, &end);
+                let (workload, barrier, go, end) = (&workload, &barrier, &go, &end);
                 s.spawn(move || {
+                    pass_count::harness_thread();
                     let runner = Runner::new(workload, compute);
                     let mut checksum = 0xcbf2_9ce4_8422_2325u64;
                     let mut samples = Vec::with_capacity(passes as usize);
@@ -55,6 +61,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
                         checksum = mix(checksum, p, c);
                     }
                     barrier.wait();
+                    go.wait();
                     for p in warmup..warmup + passes {
                         let t = Instant::now();
                         let c = runner.run(p, key, scopes);
@@ -68,7 +75,8 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             })
             .collect();
         barrier.wait();
-        before = (sys::usage(), memo_alloc::stats());
+        before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
+        go.wait();
         let t0 = Instant::now();
         end.wait();
         elapsed = t0.elapsed().as_secs_f64();
@@ -77,7 +85,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             .map(|h| h.join().expect("bench thread panicked"))
             .collect()
     });
-    let after = (sys::usage(), memo_alloc::stats());
+    let after = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
 
     let checksum = results[0].checksum;
     let consistent = results.iter().all(|r| r.checksum == checksum);
@@ -94,15 +102,17 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             }
         }
         let rep = memo_alloc::report(wspec.key()).unwrap_or_default();
+        let during = after.2.since(&before.2);
+        let share = |n: u64| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
         MemoCounters {
-            slab_share: if replay == 0 {
-                0.0
-            } else {
-                hits as f64 / replay as f64
-            },
+            slab_share_pass_thread: share(replay),
+            slab_share_all_threads: share(during.total()),
             replay_allocations: replay,
             slab_hits: hits,
+            pass_thread_allocations: during.pass_thread,
+            helper_allocations: during.helper,
             misses_by_reason: misses,
+            measured_passes_profiled: s1.passes_profiled - s0.passes_profiled,
             passes_profiled: s1.passes_profiled,
             passes_replayed: s1.passes_replayed,
             passes_backend: s1.passes_backend,

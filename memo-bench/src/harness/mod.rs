@@ -41,14 +41,27 @@ pub struct CellSpec {
 /// memomalloc's counters over the measured passes of a cell.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct MemoCounters {
-    /// Share of the measured passes' allocations served from slabs.
-    pub slab_share: f64,
-    /// Allocations made inside measured replayed passes.
+    /// Share of the allocations made on the passes' own threads, inside replayed passes,
+    /// that were served from slabs (memo-alloc's `slab_hits / replay_allocations`).
+    pub slab_share_pass_thread: f64,
+    /// Share of every allocation made during the passes, on any thread (the pass threads
+    /// and the helper threads an engine hands work to), that was served from slabs:
+    /// `slab_hits / (pass_thread_allocations + helper_allocations)`.
+    pub slab_share_all_threads: f64,
+    /// Allocations made inside measured replayed passes (memo-alloc's count).
     pub replay_allocations: u64,
     /// Of which served from slabs.
     pub slab_hits: u64,
+    /// Allocations made by the request threads inside their measured passes (memo-bench's
+    /// count, see [`crate::pass_count`]).
+    pub pass_thread_allocations: u64,
+    /// Allocations made by other threads while a measured pass was running.
+    pub helper_allocations: u64,
     /// Misses by reason (only reasons that occurred).
     pub misses_by_reason: BTreeMap<String, u64>,
+    /// Passes profiled during the measured phase (re-profiles): their allocations count in
+    /// `slab_share_all_threads` but not in `slab_share_pass_thread`.
+    pub measured_passes_profiled: u64,
     /// Passes profiled, replayed and run on the backend over the whole cell.
     pub passes_profiled: u64,
     /// Passes replayed over the whole cell.

@@ -42,12 +42,23 @@ pub struct Cell {
     pub minflt_per_pass: f64,
     /// Major page faults in the measured phases.
     pub majflt: u64,
-    /// Share of allocations served from slabs (memo cells), else null.
-    pub slab_share: Option<f64>,
+    /// Share of the pass threads' allocations in replayed passes served from slabs
+    /// (memo-alloc's `slab_hits / replay_allocations`; memo cells), else null.
+    pub slab_share_pass_thread: Option<f64>,
+    /// Share of all allocations made during the passes on any thread (pass threads and
+    /// helper threads) served from slabs (memo cells), else null.
+    pub slab_share_all_threads: Option<f64>,
+    /// Allocations per measured pass made on the pass's own thread (memo cells, counted
+    /// by memo-bench).
+    pub pass_thread_allocations_per_pass: Option<f64>,
+    /// Allocations per measured pass made on other threads while passes ran (memo cells).
+    pub helper_allocations_per_pass: Option<f64>,
     /// Misses by reason (memo cells), else null.
     pub misses_by_reason: Option<BTreeMap<String, u64>>,
     /// Slab height of the plan, bytes (memo cells).
     pub plan_height: Option<u64>,
+    /// Passes profiled during the measured phases (memo cells: re-profiles).
+    pub measured_passes_profiled: Option<u64>,
     /// Allocations of the profiled pass (memo cells).
     pub profiled_allocations: Option<u64>,
     /// Allocations per pass (model).
@@ -112,18 +123,22 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
             let elapsed: f64 = rs.iter().map(|r| r.result.elapsed_s).sum();
             let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let memo = rs.iter().filter_map(|r| r.result.memo.as_ref());
-            let (mut replay, mut hits) = (0u64, 0u64);
+            let (mut replay, mut hits, mut on_pass, mut on_helpers) = (0u64, 0u64, 0u64, 0u64);
             let mut misses: BTreeMap<String, u64> = BTreeMap::new();
             let mut plan_height = None;
             let mut profiled = None;
+            let mut reprofiled = None::<u64>;
             for m in memo {
                 replay += m.replay_allocations;
                 hits += m.slab_hits;
+                on_pass += m.pass_thread_allocations;
+                on_helpers += m.helper_allocations;
                 for (k, v) in &m.misses_by_reason {
                     *misses.entry(k.clone()).or_default() += v;
                 }
                 plan_height = Some(m.plan_height);
                 profiled = Some(m.profiled_allocations);
+                reprofiled = Some(reprofiled.unwrap_or(0) + m.measured_passes_profiled);
             }
             let r0 = &rs[0].result;
             let checksum = r0.checksum.clone();
@@ -173,16 +188,18 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
                 minflt_per_pass: rs.iter().map(|r| r.result.minflt).sum::<u64>() as f64
                     / passes.max(1) as f64,
                 majflt: rs.iter().map(|r| r.result.majflt).sum(),
-                slab_share: a.is_memo().then(|| {
-                    if replay == 0 {
-                        0.0
-                    } else {
-                        hits as f64 / replay as f64
-                    }
-                }),
+                slab_share_pass_thread: a.is_memo().then(|| share(hits, replay)),
+                slab_share_all_threads: a.is_memo().then(|| share(hits, on_pass + on_helpers)),
+                pass_thread_allocations_per_pass: a
+                    .is_memo()
+                    .then(|| on_pass as f64 / passes.max(1) as f64),
+                helper_allocations_per_pass: a
+                    .is_memo()
+                    .then(|| on_helpers as f64 / passes.max(1) as f64),
                 misses_by_reason: a.is_memo().then_some(misses),
                 plan_height,
                 profiled_allocations: profiled,
+                measured_passes_profiled: reprofiled,
                 allocations_per_pass: r0.allocations_per_pass,
                 bytes_per_pass: r0.bytes_per_pass,
                 checksum,
@@ -218,6 +235,15 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average: load_average(),
         wall_s: 0.0,
+    }
+}
+
+/// `hits / allocations`, 0 when there were no allocations.
+fn share(hits: u64, allocations: u64) -> f64 {
+    if allocations == 0 {
+        0.0
+    } else {
+        hits as f64 / allocations as f64
     }
 }
 

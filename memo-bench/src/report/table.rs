@@ -4,11 +4,16 @@ use std::fmt::Write;
 
 use super::Report;
 
+/// What the memo columns mean (printed under the header).
+pub const LEGEND: &str = "memo cells: slab%pt = slab hits / allocations on the pass threads \
+(memo-alloc); slab%all = slab hits / allocations during passes on any thread; allocs/pass \
+= allocations during a pass, all threads; helper% = of which on other threads than the pass's";
+
 /// Formats the report as an aligned table, one block per (workload, threads, compute).
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
     let header = format!(
-        "{:<32} {:>3} {:<14} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>8} {:>7} {:>7}",
+        "{:<32} {:>3} {:<14} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
         "workload",
         "thr",
         "allocator",
@@ -19,13 +24,16 @@ pub fn render(r: &Report) -> String {
         "pass/s",
         "RSS MB",
         "flt/pass",
-        "slab%",
-        "misses",
+        "slab%pt",
+        "slab%all",
+        "allocs/pass",
+        "helper%",
         "p50/memo",
         "p99/memo"
     );
     let _ = writeln!(s, "{header}");
     let _ = writeln!(s, "{}", "-".repeat(header.len()));
+    let _ = writeln!(s, "{LEGEND}");
     let mut last = None;
     for c in &r.cells {
         let key = (c.workload.clone(), c.threads, c.compute.to_bits());
@@ -38,17 +46,17 @@ pub fn render(r: &Report) -> String {
         } else {
             format!("{} c{}", c.workload, c.compute)
         };
-        let slab = c
-            .slab_share
-            .map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
-        let misses = c
-            .misses_by_reason
-            .as_ref()
-            .map_or("-".to_string(), |m| m.values().sum::<u64>().to_string());
+        let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
+        let during = c
+            .pass_thread_allocations_per_pass
+            .zip(c.helper_allocations_per_pass)
+            .map(|(p, h)| (p + h, h));
+        let allocs = during.map_or("-".to_string(), |(n, _)| format!("{n:.0}"));
+        let helper = pct(during.map(|(n, h)| if n > 0.0 { h / n } else { 0.0 }));
         let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         let _ = writeln!(
             s,
-            "{:<32} {:>3} {:<14} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>8} {:>7} {:>7}",
+            "{:<32} {:>3} {:<14} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
             wl,
             c.threads,
             c.allocator,
@@ -59,8 +67,10 @@ pub fn render(r: &Report) -> String {
             c.passes_per_sec,
             c.peak_rss_bytes as f64 / (1 << 20) as f64,
             c.minflt_per_pass,
-            slab,
-            misses,
+            pct(c.slab_share_pass_thread),
+            pct(c.slab_share_all_threads),
+            allocs,
+            helper,
             ratio(c.p50_vs_memo),
             ratio(c.p99_vs_memo),
         );

@@ -1,7 +1,9 @@
 //! The built-in workloads: DNN-shaped passes of real architectures at a batch size and an
-//! input size, in three variants, plus workloads read from memo-alloc traces.
+//! input size, in three variants, plus workloads read from memo-alloc traces, plus (with
+//! the `engine` feature) models of a real engine, candle.
 
 pub mod builder;
+pub mod candle;
 pub mod graph;
 pub mod nets;
 
@@ -9,6 +11,8 @@ use std::path::PathBuf;
 
 use crate::engine::trace::TraceProgram;
 use crate::engine::{checksum, Compute, Divergence, GraphRunner};
+use crate::pass_count;
+use candle::CandleSpec;
 use graph::{Graph, OpKind};
 
 /// An architecture.
@@ -102,13 +106,19 @@ pub enum Spec {
     },
     /// A trace recorded by memo-alloc.
     Trace(PathBuf),
+    /// A model of the candle engine (needs the `engine` feature to build).
+    Candle(CandleSpec),
 }
 
 impl Spec {
-    /// Parses `net:bN:sM[+noscope|+divergent]` (e.g. `resnet50:b1:s128`) or `trace:<path>`.
+    /// Parses `net:bN:sM[+noscope|+divergent]` (e.g. `resnet50:b1:s128`), `trace:<path>`
+    /// or `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
     pub fn parse(s: &str) -> Result<Spec, String> {
         if let Some(path) = s.strip_prefix("trace:") {
             return Ok(Spec::Trace(PathBuf::from(path)));
+        }
+        if let Some(model) = s.strip_prefix("candle:") {
+            return Ok(Spec::Candle(CandleSpec::parse(model)?));
         }
         let (base, variant) = if let Some(b) = s.strip_suffix("+noscope") {
             (b, Variant::NoScopes)
@@ -154,6 +164,7 @@ impl Spec {
                 variant,
             } => format!("{}:b{batch}:s{size}{}", net.name(), variant.suffix()),
             Spec::Trace(p) => format!("trace:{}", p.display()),
+            Spec::Candle(c) => format!("candle:{}", c.name()),
         }
     }
 
@@ -162,14 +173,15 @@ impl Spec {
         Box::leak(self.name().into_boxed_str())
     }
 
-    /// Whether the passes use op scopes.
+    /// Whether the passes use op scopes (never for the real engine: a new user drops one
+    /// pass around the forward and nothing else).
     pub fn scopes(&self) -> bool {
         !matches!(
             self,
             Spec::Net {
                 variant: Variant::NoScopes,
                 ..
-            }
+            } | Spec::Candle(_)
         )
     }
 
@@ -189,6 +201,13 @@ impl Spec {
                 let trace = memo_alloc::files::read_trace(p)?;
                 Ok(Workload::Trace(TraceProgram::new(&trace)?))
             }
+            #[cfg(feature = "engine")]
+            Spec::Candle(c) => Ok(Workload::Candle(crate::candle::Engine::load(*c)?)),
+            #[cfg(not(feature = "engine"))]
+            Spec::Candle(c) => Err(format!(
+                "candle:{} needs memo-bench built with --features engine",
+                c.name()
+            )),
         }
     }
 }
@@ -213,14 +232,21 @@ pub enum Workload {
     },
     /// A recorded trace.
     Trace(TraceProgram),
+    /// A model of the candle engine.
+    #[cfg(feature = "engine")]
+    Candle(crate::candle::Engine),
 }
 
 impl Workload {
-    /// Allocations and bytes of one pass.
+    /// Allocations and bytes of one pass, as modelled; `(0, 0)` for the real engine, whose
+    /// allocations are measured instead (memo cells count them, see
+    /// [`crate::pass_count`]).
     pub fn allocation_profile(&self) -> (u64, u64) {
         match self {
             Workload::Graph { graph, .. } => graph.allocation_profile(),
             Workload::Trace(t) => (t.buffers as u64, t.bytes),
+            #[cfg(feature = "engine")]
+            Workload::Candle(_) => (0, 0),
         }
     }
 
@@ -253,6 +279,9 @@ pub enum Runner<'w> {
     Graph(GraphRunner<'w>, &'w Workload),
     /// Trace program.
     Trace(&'w TraceProgram),
+    /// The real engine with this thread's input.
+    #[cfg(feature = "engine")]
+    Candle(&'w crate::candle::Engine, crate::candle::models::Input),
 }
 
 impl<'w> Runner<'w> {
@@ -261,6 +290,8 @@ impl<'w> Runner<'w> {
         match w {
             Workload::Graph { graph, .. } => Runner::Graph(GraphRunner::new(graph, compute), w),
             Workload::Trace(t) => Runner::Trace(t),
+            #[cfg(feature = "engine")]
+            Workload::Candle(e) => Runner::Candle(e, e.input()),
         }
     }
 
@@ -271,17 +302,16 @@ impl<'w> Runner<'w> {
         match self {
             Runner::Graph(r, w) => {
                 let div = w.divergence(pass);
-                let (out, digest) = {
-                    let _pass = key.map(memo_alloc::pass);
-                    r.run_digest(scopes, div)
-                };
+                let (out, digest) = in_pass(key, || r.run_digest(scopes, div));
                 checksum(&out) ^ digest
             }
+            #[cfg(feature = "engine")]
+            Runner::Candle(e, input) => {
+                let out = in_pass(key, || e.forward(input));
+                crate::candle::digest(&out)
+            }
             Runner::Trace(t) => {
-                let (out, sum) = {
-                    let _pass = key.map(memo_alloc::pass);
-                    t.run(scopes)
-                };
+                let (out, sum) = in_pass(key, || t.run(scopes));
                 let mut c = sum;
                 for b in &out {
                     c = c.wrapping_mul(31).wrapping_add(b.read());
@@ -290,6 +320,14 @@ impl<'w> Runner<'w> {
             }
         }
     }
+}
+
+/// Runs `f` inside `memo_alloc::pass(key)` when `key` is given (memo cells), counted by
+/// [`pass_count`] from just after the pass starts to just before it ends.
+fn in_pass<R>(key: Option<&'static str>, f: impl FnOnce() -> R) -> R {
+    let _pass = key.map(memo_alloc::pass);
+    let _mark = key.map(|_| pass_count::enter());
+    f()
 }
 
 #[cfg(test)]
@@ -330,6 +368,18 @@ mod tests {
         assert!(Spec::parse("vgg16").is_err());
         assert!(Spec::parse("resnet50:x3").is_err());
         assert!(!Spec::parse("bert+noscope").unwrap().scopes());
+        let c = Spec::parse("candle:resnet18").unwrap();
+        assert_eq!(c.name(), "candle:resnet18:b1:s224");
+        assert_eq!(Spec::parse(&c.name()).unwrap(), c);
+        assert!(!c.scopes());
+        assert!(Spec::parse("candle:vgg16").is_err());
+    }
+
+    #[cfg(not(feature = "engine"))]
+    #[test]
+    fn candle_workloads_say_they_need_the_feature() {
+        let err = Spec::parse("candle:mobilenetv4").unwrap().build().err();
+        assert!(err.unwrap().contains("--features engine"));
     }
 
     #[test]

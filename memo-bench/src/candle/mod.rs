@@ -1,0 +1,112 @@
+//! The real-engine workload family (feature `engine`): models of candle-transformers run by
+//! candle's CPU backend on synthetic weights, as a new user would run them under
+//! memomalloc: one `memo_alloc::pass` around each forward pass, no op scopes.
+//!
+//! candle keeps its default intra-op threading: matrix products (`gemm`) and convolutions
+//! run on rayon's global pool, whose size is candle's and rayon's default (the number of
+//! CPUs, or `RAYON_NUM_THREADS`). Those pool threads allocate on the pass's behalf;
+//! [`crate::pass_count`] counts them.
+
+pub mod models;
+pub mod weights;
+
+use candle_core::{DType, Tensor};
+
+use crate::workloads::candle::CandleSpec;
+use models::{Input, Model};
+
+/// A loaded model and its spec (built once per cell, shared by the request threads).
+pub struct Engine {
+    /// What runs.
+    pub spec: CandleSpec,
+    model: Model,
+}
+
+impl Engine {
+    /// Loads the model of `spec` over synthetic weights.
+    pub fn load(spec: CandleSpec) -> Result<Engine, String> {
+        let model = Model::load(spec.model).map_err(|e| format!("candle:{}: {e}", spec.name()))?;
+        Ok(Engine { spec, model })
+    }
+
+    /// A request thread's input (the same values on every thread).
+    pub fn input(&self) -> Input {
+        Input::new(&self.spec).expect("the input of a valid spec builds")
+    }
+
+    /// One forward pass; panics if candle fails (a benchmark cell cannot go on).
+    pub fn forward(&self, input: &Input) -> Tensor {
+        self.model
+            .forward(input)
+            .unwrap_or_else(|e| panic!("candle:{}: forward failed: {e}", self.spec.name()))
+    }
+}
+
+/// The output's values, as `f32`, in row-major order.
+pub fn values(t: &Tensor) -> Vec<f32> {
+    t.to_dtype(DType::F32)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f32>())
+        .expect("an f32-convertible output")
+}
+
+/// Digest of an output: its shape and the bits of every value (any change shows).
+pub fn digest(t: &Tensor) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |v: u64| h = (h ^ v).wrapping_mul(0x100_0000_01b3);
+    for &d in t.dims() {
+        eat(d as u64);
+    }
+    for v in values(t) {
+        eat(u64::from(v.to_bits()));
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::candle::CandleModel;
+
+    fn small(model: CandleModel) -> CandleSpec {
+        CandleSpec {
+            model,
+            batch: 1,
+            size: if model == CandleModel::BertMini {
+                16
+            } else {
+                64
+            },
+        }
+    }
+
+    #[test]
+    fn every_model_runs_to_a_finite_varied_output_with_a_stable_digest() {
+        for model in CandleModel::ALL {
+            let spec = small(model);
+            let engine = Engine::load(spec).unwrap();
+            let (a, b) = (engine.input(), engine.input());
+            let out = engine.forward(&a);
+            let want: &[usize] = match model {
+                CandleModel::BertMini => &[1, 16, 256],
+                _ => &[1, models::CLASSES],
+            };
+            assert_eq!(out.dims(), want, "{model:?}");
+            let v = values(&out);
+            assert!(v.iter().all(|x| x.is_finite()), "{model:?}");
+            let (lo, hi) = v
+                .iter()
+                .fold((f32::MAX, f32::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+            assert!(
+                hi - lo > 1e-3,
+                "{model:?}: output nearly constant {lo}..{hi}"
+            );
+            // Same digest from another input instance and another pass.
+            let d = digest(&out);
+            assert_eq!(d, digest(&engine.forward(&b)), "{model:?}");
+            assert_eq!(d, digest(&engine.forward(&a)), "{model:?}");
+            // A fresh load (another process) computes the same.
+            assert_eq!(d, digest(&Engine::load(spec).unwrap().forward(&a)));
+        }
+    }
+}
