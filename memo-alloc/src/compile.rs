@@ -71,6 +71,19 @@ pub(crate) struct Cursor {
     pub(crate) pending: u32,
 }
 
+/// Whether a pass replays a smaller shape than its plan's (see `replay.rs`, rule 4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Shrink {
+    /// Not seen.
+    #[default]
+    Off,
+    /// A request fitted only slot `slot` of `node` by shrinking, when the pass had made
+    /// `hits` hits; not taken.
+    Probe { node: u32, slot: u32, hits: u64 },
+    /// Confirmed: requests may take slots they fit by shrinking.
+    On,
+}
+
 /// No slot.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 

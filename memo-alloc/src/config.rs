@@ -1,4 +1,4 @@
-//! Settings: `MEMO_MODE`, `MEMO_STRATEGY`, `MEMO_TRACE_DIR`, `MEMO_PLAN_DIR`,
+//! Settings: `MEMO_MODE`, `MEMO_STRATEGY`, `MEMO_PLANNER`, `MEMO_TRACE_DIR`, `MEMO_PLAN_DIR`,
 //! `MEMO_BACKTRACE`, `MEMO_MAX_PLANS`, `MEMO_MAX_PROFILE_EVENTS`, `MEMO_MAX_PROFILE_BYTES`,
 //! read once at the first pass, or set in code first.
 
@@ -30,6 +30,28 @@ impl Mode {
     }
 }
 
+/// Where profiles are planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Planner {
+    /// On the allocator's planner thread: a profiled pass returns without waiting
+    /// (the default; see `wait_for_plans`).
+    Background,
+    /// On the thread that ends the profiled pass, before its guard's drop returns
+    /// (deterministic: the next pass of the key replays).
+    Inline,
+}
+
+impl Planner {
+    /// Parses `background` or `inline`.
+    pub fn parse(s: &str) -> Option<Planner> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "background" | "" => Some(Planner::Background),
+            "inline" => Some(Planner::Inline),
+            _ => None,
+        }
+    }
+}
+
 /// The allocator's settings.
 ///
 /// ```
@@ -43,6 +65,8 @@ pub struct Config {
     pub mode: Mode,
     /// Offset strategy for new plans (`MEMO_STRATEGY`, default `best`).
     pub strategy: OffsetStrategy,
+    /// Where profiles are planned (`MEMO_PLANNER=background|inline`).
+    pub planner: Planner,
     /// Where each profiled pass writes its trace and plan as JSON (`MEMO_TRACE_DIR`).
     pub trace_dir: Option<PathBuf>,
     /// Where plans saved earlier are loaded from at the first pass (`MEMO_PLAN_DIR`).
@@ -71,6 +95,7 @@ impl Default for Config {
         Config {
             mode: Mode::Replay,
             strategy: OffsetStrategy::Best,
+            planner: Planner::Background,
             trace_dir: None,
             plan_dir: None,
             backtrace: false,
@@ -100,6 +125,14 @@ impl Config {
             match v.trim().parse::<OffsetStrategy>() {
                 Ok(s) => c.strategy = s,
                 Err(e) => eprintln!("memomalloc: MEMO_STRATEGY: {e}; using best"),
+            }
+        }
+        if let Ok(v) = std::env::var("MEMO_PLANNER") {
+            match Planner::parse(&v) {
+                Some(p) => c.planner = p,
+                None => eprintln!(
+                    "memomalloc: MEMO_PLANNER={v:?} is not background or inline; using background"
+                ),
             }
         }
         c.trace_dir = std::env::var_os("MEMO_TRACE_DIR")

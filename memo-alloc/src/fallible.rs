@@ -39,3 +39,12 @@ pub(crate) fn try_grow<T>(v: &mut Vec<T>) -> Result<(), ()> {
     }
     Ok(())
 }
+
+/// Makes room for one more element of a queue, or fails.
+#[inline]
+pub(crate) fn try_grow_deque<T>(v: &mut std::collections::VecDeque<T>) -> Result<(), ()> {
+    if v.len() == v.capacity() {
+        v.try_reserve(v.capacity().max(8)).map_err(|_| ())?;
+    }
+    Ok(())
+}

@@ -71,13 +71,14 @@ extern "C" fn register_fork_handlers() {
 }
 
 /// Every lock of the crate, in `LockId` order.
-fn locks() -> [&'static SpinLock; 5] {
+fn locks() -> [&'static SpinLock; 6] {
     [
         crate::registry::INSERT.lock(),
         &crate::registry::SUMMARIES,
         crate::reclaim::RECLAIMER.lock(),
         &crate::region::LOCK,
         crate::recorder::SPARE.lock(),
+        crate::planner::lock(),
     ]
 }
 
@@ -100,6 +101,7 @@ extern "C" fn after_fork_in_child() {
     for lock in locks().into_iter().rev() {
         lock.force_unlock();
     }
+    crate::planner::after_fork_in_child();
 }
 
 #[cfg(all(test, not(loom)))]

@@ -81,6 +81,7 @@ mod live_table;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod pass;
+mod planner;
 mod planning;
 mod reclaim;
 mod recorder;
@@ -100,7 +101,8 @@ pub mod trace;
 use std::alloc::{GlobalAlloc, Layout, System};
 
 pub use api::{observe, op, pass, OpGuard, PassGuard};
-pub use config::{configure, Config, Mode};
+pub use config::{configure, Config, Mode, Planner};
+pub use planner::{is_planner_thread, wait_for_plans};
 pub use report::{report, stats, PassReport};
 pub use stats::{AbandonReason, MissReason, PlanRejection, Stats};
 
@@ -435,6 +437,7 @@ mod tests {
         };
         let n0 = calls();
         run();
+        assert!(crate::wait_for_plans(std::time::Duration::from_secs(30)));
         let n1 = calls();
         assert_eq!(
             n1 - n0,

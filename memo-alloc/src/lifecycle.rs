@@ -17,7 +17,8 @@ use crate::config::{self, Config, Mode as ConfigMode};
 use crate::fallible::try_box;
 use crate::fork;
 use crate::pass::{Mode, Pass};
-use crate::planning;
+use crate::planner;
+use crate::planning::{Job, Pinned};
 use crate::reclaim::RECLAIMER;
 use crate::recorder::{Bounds, Recorder};
 use crate::registry::{self, KeyEntry, KeyState};
@@ -62,6 +63,7 @@ fn enabled_config() -> Option<&'static Config> {
 pub(crate) fn start(key: &str) -> Option<u64> {
     debug_assert!(tls::pass().is_null(), "one pass per thread");
     fork::once();
+    planner::restart_if_needed();
     let _ = SENTINEL.try_with(|_| ());
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
     let cfg = enabled_config();
@@ -200,14 +202,20 @@ fn end_profile(pass: &mut Pass, abandon: Option<AbandonReason>) {
         (_, Some(reason)) => Err(reason),
         (None, None) => Err(AbandonReason::OutOfMemory), // not reached: see `choose`
     };
-    match trace {
-        Ok(trace) => {
-            // Read only by passes that started with the configuration read.
-            planning::finish_profile(&trace, entry, serial, config::config());
-            drop(trace);
-            trim_backend_heap();
-        }
-        Err(reason) => abandon_profile(entry, reason),
+    let trace = match trace {
+        Ok(trace) => trace,
+        Err(reason) => return abandon_profile(entry, reason),
+    };
+    // The key's previous plan, held for merging into the new one.
+    let base = entry.and_then(Pinned::current);
+    let job = Job {
+        trace,
+        entry,
+        serial,
+        base,
+    };
+    if planner::submit(job).is_err() {
+        abandon_profile(entry, AbandonReason::PlannerBusy);
     }
 }
 
@@ -254,18 +262,6 @@ fn end_replay(pass: &mut Pass, abandon: Option<AbandonReason>) {
 fn note_released(r: &Released) {
     stats::add(&GLOBAL.slots_demoted, r.demoted);
     stats::add(&GLOBAL.pages_returned_bytes, r.pages_returned);
-}
-
-/// After a profiled pass, its allocations are freed but glibc keeps their memory; the
-/// slabs that replay the pass come on top of it. Returning it to the OS once per profile
-/// keeps the peak resident size near one copy of the pass. Harmless when glibc is not the
-/// backend (its heap is then nearly empty).
-fn trim_backend_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
-    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// Gives up this thread's running profile or replay for `reason`, from the allocation

@@ -2,10 +2,9 @@
 //! its op-scope stack and its recorder. How a pass starts and ends is `lifecycle.rs`; the
 //! public guards are `api.rs`.
 
-use crate::compile::{CompiledPlan, NO_SLOT};
+use crate::compile::{CompiledPlan, Shrink, NO_SLOT};
 use crate::recorder::Recorder;
 use crate::registry::KeyEntry;
-use crate::replay::Shrink;
 use crate::slab::{Instance, Slabs};
 use crate::stats::{AbandonReason, PassCounters};
 

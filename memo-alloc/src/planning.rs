@@ -13,11 +13,79 @@ use crate::reclaim::RECLAIMER;
 use crate::registry::{self, KeyEntry, Summary};
 use crate::slab::{Slabs, MAX_INSTANCES};
 use crate::stats::{self, PlanRejection, GLOBAL};
+use crate::sync::Ordering;
 use crate::trace::{PlanFile, Trace};
+
+/// A finished profile to plan.
+pub(crate) struct Job {
+    pub(crate) trace: Trace,
+    pub(crate) entry: Option<&'static KeyEntry>,
+    /// The pass's number among its key's profiles (names its files).
+    pub(crate) serial: Option<u64>,
+    /// The key's previous plan, held for merging into the new one.
+    pub(crate) base: Option<Pinned>,
+}
+
+/// A plan held by a job: registered in its `active` count, so it is not freed meanwhile.
+pub(crate) struct Pinned(*const Slabs);
+
+// SAFETY: the pointer is only read through `Pinned::get`; the plan is immutable apart
+// from atomics, and stays alive while pinned.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// Pins `entry`'s current plan, if it has one.
+    pub(crate) fn current(entry: &KeyEntry) -> Option<Pinned> {
+        let (_reading, slabs) = entry.read();
+        // SAFETY: the read guard keeps the plan alive until it is registered (`pin`).
+        let s = unsafe { slabs.as_ref()? };
+        s.active.fetch_add(1, Ordering::AcqRel);
+        Some(Pinned(slabs))
+    }
+
+    /// The pinned plan.
+    pub(crate) fn get(&self) -> &Slabs {
+        // SAFETY: registered in `active`: not freed until `drop`.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.get().active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Plans a finished profile (a planner job; see `planner`), then gives the backend's
+/// free memory back to the OS.
+pub(crate) fn plan_profile(job: Job, cfg: &Config) {
+    let Job {
+        trace,
+        entry,
+        serial,
+        base,
+    } = job;
+    finish_profile(&trace, entry, serial, cfg);
+    drop(base);
+    drop(trace);
+    trim_backend_heap();
+}
+
+/// After a profile is planned, its allocations are freed but glibc keeps their memory;
+/// the slabs that replay the pass come on top of it. Returning it to the OS once per
+/// profile keeps the peak resident size near one copy of the pass. Harmless when glibc is
+/// not the backend (its heap is then nearly empty).
+fn trim_backend_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
+    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles),
 /// writes its files, and in replay mode publishes the plan.
-pub(crate) fn finish_profile(
+fn finish_profile(
     trace: &Trace,
     entry: Option<&'static KeyEntry>,
     serial: Option<u64>,

@@ -24,7 +24,7 @@
 
 use std::alloc::Layout;
 
-use crate::compile::{CompiledPlan, Cursor, Slot, NO_SLOT, PLANNED};
+use crate::compile::{CompiledPlan, Cursor, Shrink, Slot, NO_SLOT, PLANNED};
 use crate::pass::Pass;
 use crate::slab::{Instance, EMPTY};
 use crate::stats::MissReason;
@@ -37,19 +37,6 @@ pub(crate) const WINDOW: u32 = 16;
 /// it in a shrinking pass (rule 4). Shapes smaller still match once a profile of them was
 /// merged into the plan (which widens the slots' seen ranges).
 const SHRINK: u64 = 2;
-
-/// Whether a pass replays a smaller shape than its plan's (rule 4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Shrink {
-    /// Not seen.
-    #[default]
-    Off,
-    /// A request fitted only slot `slot` of `node` by shrinking, when the pass had made
-    /// `hits` hits; not taken.
-    Probe { node: u32, slot: u32, hits: u64 },
-    /// Confirmed: requests may take slots they fit by shrinking.
-    On,
-}
 
 /// Whether `slot` matches a request of `size` bytes.
 #[inline(always)]

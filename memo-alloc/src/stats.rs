@@ -67,10 +67,12 @@ pub enum AbandonReason {
     Panic = 2,
     /// The thread exited with the pass open (its guard was leaked).
     ThreadExit = 3,
+    /// The planner's queue was full.
+    PlannerBusy = 4,
 }
 
 /// Number of [`AbandonReason`]s.
-pub const ABANDON_REASONS: usize = 4;
+pub const ABANDON_REASONS: usize = 5;
 
 impl AbandonReason {
     /// Every reason, in counter order.
@@ -79,6 +81,7 @@ impl AbandonReason {
         AbandonReason::Bound,
         AbandonReason::Panic,
         AbandonReason::ThreadExit,
+        AbandonReason::PlannerBusy,
     ];
 
     /// Short name, as in reports.
@@ -88,6 +91,7 @@ impl AbandonReason {
             AbandonReason::Bound => "bound",
             AbandonReason::Panic => "panic",
             AbandonReason::ThreadExit => "thread_exit",
+            AbandonReason::PlannerBusy => "planner_busy",
         }
     }
 }

@@ -94,16 +94,19 @@ pub enum LockId {
     Region = 3,
     /// `recorder`: spare profiling buffers.
     Spare = 4,
+    /// `planner`: the queue of profiles to plan.
+    Planner = 5,
 }
 
 impl LockId {
     /// Every lock, in order.
-    pub const ALL: [LockId; 5] = [
+    pub const ALL: [LockId; 6] = [
         LockId::Registry,
         LockId::Summaries,
         LockId::Retired,
         LockId::Region,
         LockId::Spare,
+        LockId::Planner,
     ];
 }
 

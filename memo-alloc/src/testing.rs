@@ -8,3 +8,10 @@ pub use crate::sync::LockId;
 pub fn set_lock_hook(hook: Option<fn(LockId)>) {
     crate::sync::set_lock_hook(hook);
 }
+
+/// Pauses (`true`) or resumes the planner thread before its next job: a test can then
+/// observe a key whose profile is queued. `wait_for_plans` does not return while paused
+/// with jobs queued.
+pub fn pause_planner(paused: bool) {
+    crate::planner::PAUSED.store(paused, std::sync::atomic::Ordering::Release);
+}

@@ -21,6 +21,8 @@
 //!   cross-thread frees, no buffer is corrupted and no retired slab is reused while live
 //!   (run in a child process, since the settings are process-wide).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
@@ -92,6 +94,7 @@ const OWN: [&str; 8] = [
 /// outside their own passes) and keeping some across passes.
 #[test]
 fn many_threads_share_keys_and_free_each_others_buffers() {
+    common::inline_planner();
     const THREADS: usize = 8;
     const PASSES: usize = 60;
     let before = memo_alloc::stats();
@@ -186,6 +189,7 @@ fn many_threads_share_keys_and_free_each_others_buffers() {
 /// once (a barrier inside the pass): every pass needs its own slab instance.
 #[test]
 fn concurrent_passes_of_one_key_each_get_an_instance() {
+    common::inline_planner();
     const THREADS: usize = 8;
     const ROUNDS: usize = 6;
     const KEY: &str = "conc-same";
@@ -291,6 +295,7 @@ fn spawn_freer() -> (mpsc::Sender<ToFreer>, Arc<Barrier>, thread::JoinHandle<()>
 /// have marked the slot free.
 #[test]
 fn cross_thread_free_during_the_pass_frees_the_slot() {
+    common::inline_planner();
     const KEY: &str = "conc-ack";
     let (tx, ack, freer) = spawn_freer();
     let run = |p: usize, remote: bool| {
@@ -341,6 +346,7 @@ fn cross_thread_free_during_the_pass_frees_the_slot() {
 /// buffer is freed on the other thread, the instance is reused.
 #[test]
 fn an_instance_with_a_live_slot_is_not_reused_until_drained() {
+    common::inline_planner();
     const KEY: &str = "conc-late";
     let (tx, ack, freer) = spawn_freer();
     let run = |p: usize, hand_off: bool| -> usize {
@@ -379,6 +385,7 @@ fn an_instance_with_a_live_slot_is_not_reused_until_drained() {
 /// key run on the backend (and are counted so); afterwards they replay.
 #[test]
 fn passes_run_on_the_backend_while_the_key_is_being_profiled() {
+    common::inline_planner();
     const KEY: &str = "conc-profiling";
     const OTHERS: usize = 4;
     let entered = Arc::new(Barrier::new(OTHERS + 1));
@@ -450,6 +457,7 @@ fn run_child(name: &str) {
 
 #[test]
 fn plan_churn_under_concurrency() {
+    common::inline_planner();
     run_child("child_churn");
 }
 
@@ -459,6 +467,7 @@ fn child_churn() {
     if std::env::var_os("MEMO_TEST_CHILD").is_none() {
         return;
     }
+    // Planned on the planner thread, as in production: churn races publication there.
     assert!(memo_alloc::configure(memo_alloc::Config {
         max_plans: 2,
         miss_window: 1,

@@ -1,6 +1,8 @@
 //! End to end, with `MemoAlloc` as this test binary's global allocator: a pass is
 //! profiled, then replayed from a slab, and diverging passes stay correct.
 
+mod common;
+
 use memo_alloc::{MemoAlloc, MissReason};
 
 #[global_allocator]
@@ -33,6 +35,7 @@ fn infer(key: &'static str, scale: usize) -> (u64, Vec<u32>) {
 
 #[test]
 fn profile_then_replay_from_the_slab() {
+    common::inline_planner();
     let (first, _) = infer("e2e", 1);
     let before = memo_alloc::stats();
     for _ in 0..5 {
@@ -62,6 +65,7 @@ fn profile_then_replay_from_the_slab() {
 
 #[test]
 fn larger_inputs_miss_and_stay_correct() {
+    common::inline_planner();
     let (first, _) = infer("e2e-grow", 1);
     let (big, out) = infer("e2e-grow", 3);
     assert_ne!(first, big);

@@ -62,6 +62,7 @@ fn run_child(name: &str, env: &[(&str, &Path)]) {
         cmd.env_remove(var);
     }
     cmd.env("MEMO_TEST_CHILD", "1");
+    cmd.env("MEMO_PLANNER", "inline");
     for (k, v) in env {
         cmd.env(k, v);
     }

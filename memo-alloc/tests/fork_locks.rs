@@ -36,15 +36,20 @@ fn hook(id: LockId) {
     }
 }
 
-/// Passes of a new key: entry creation, a profile (spare buffers, summary, publication,
-/// reclamation), replays (an instance carved), a report and the stats: every lock.
+/// Passes of a new key: entry creation, a profile (spare buffers, the planner's queue, a
+/// summary, publication, reclamation), replays (an instance carved), a report and the
+/// stats: every lock.
 fn exercise(key: &'static str) -> u64 {
     let mut sum = 0;
     for i in 0..3u8 {
-        let _p = memo_alloc::pass(key);
-        let a = black_box(vec![i; 1000]);
-        let b = black_box(vec![i; 100]);
-        sum += a[999] as u64 + b[99] as u64;
+        {
+            let _p = memo_alloc::pass(key);
+            let a = black_box(vec![i; 1000]);
+            let b = black_box(vec![i; 100]);
+            sum += a[999] as u64 + b[99] as u64;
+        }
+        // The planner thread (and its queue's lock) plans the profile.
+        assert!(memo_alloc::wait_for_plans(Duration::from_secs(60)));
     }
     let r = memo_alloc::report(key).expect("the key ran");
     assert_eq!((r.passes_profiled, r.passes_replayed), (1, 2), "{r:?}");
@@ -58,6 +63,11 @@ fn leak(s: String) -> &'static str {
 
 #[test]
 fn fork_while_a_thread_is_inside_each_lock() {
+    // The default, background planner: its queue's lock is one of the locks.
+    assert_eq!(
+        memo_alloc::config::config().planner,
+        memo_alloc::Planner::Background
+    );
     exercise("fork-warm-up");
     testing::set_lock_hook(Some(hook));
     for lock in LockId::ALL {

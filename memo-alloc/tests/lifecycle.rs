@@ -16,6 +16,8 @@
 //! - `alloc_zeroed` from a slab slot dirtied earlier returns zeroed memory; `realloc` of a
 //!   slab pointer keeps the contents, in place and when it outgrows its slot.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -60,6 +62,7 @@ fn state(key: &str) -> &'static str {
 
 #[test]
 fn thread_exiting_mid_profile_does_not_leave_the_key_profiling() {
+    common::inline_planner();
     const KEY: &str = "life-exit-profile";
     thread::spawn(|| {
         let g = memo_alloc::pass(KEY);
@@ -92,6 +95,7 @@ fn thread_exiting_mid_profile_does_not_leave_the_key_profiling() {
 
 #[test]
 fn thread_exiting_mid_replay_gives_its_instance_back() {
+    common::inline_planner();
     const KEY: &str = "life-exit-replay";
     for s in 0..2 {
         let _p = memo_alloc::pass(KEY);
@@ -155,6 +159,7 @@ thread_local! {
 
 #[test]
 fn thread_local_destructors_allocate_and_run_passes() {
+    common::inline_planner();
     let before = TEARDOWN_OK.load(Ordering::SeqCst);
     let handles: Vec<_> = (0..6u8)
         .map(|t| {
@@ -201,6 +206,7 @@ fn thread_local_destructors_allocate_and_run_passes() {
 
 #[test]
 fn panics_through_profiled_and_replayed_passes_leave_the_allocator_usable() {
+    common::inline_planner();
     const KEY: &str = "life-panic";
     let r = std::panic::catch_unwind(|| {
         let _p = memo_alloc::pass(KEY);
@@ -265,6 +271,7 @@ fn panics_through_profiled_and_replayed_passes_leave_the_allocator_usable() {
 
 #[test]
 fn fork_while_other_threads_run_passes() {
+    common::inline_planner();
     let stop = Arc::new(AtomicBool::new(false));
     let passes = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..4u8)
@@ -354,6 +361,7 @@ fn wait_bounded(pid: libc::pid_t, secs: u64) -> i32 {
 
 #[test]
 fn alignments_up_to_2_mib_in_and_out_of_slabs() {
+    common::inline_planner();
     const KEY: &str = "life-align";
     let aligns = [
         1usize,
@@ -434,6 +442,7 @@ fn touch_huge(bytes: usize) -> bool {
 
 #[test]
 fn several_gib_in_and_out_of_passes() {
+    common::inline_planner();
     const KEY: &str = "life-huge";
     const BYTES: usize = 3 << 30;
     let outside = touch_huge(BYTES);
@@ -454,6 +463,7 @@ fn several_gib_in_and_out_of_passes() {
 
 #[test]
 fn impossible_requests_return_null_in_and_out_of_passes() {
+    common::inline_planner();
     const KEY: &str = "life-oom";
     let layouts = [
         Layout::from_size_align(isize::MAX as usize - 4095, 4096).unwrap(),
@@ -493,6 +503,7 @@ fn impossible_requests_return_null_in_and_out_of_passes() {
 
 #[test]
 fn alloc_zeroed_from_a_dirtied_slot_is_zeroed() {
+    common::inline_planner();
     const KEY: &str = "life-zeroed";
     let layout = Layout::from_size_align(5000, 64).unwrap();
     let run = || {
@@ -530,6 +541,7 @@ fn alloc_zeroed_from_a_dirtied_slot_is_zeroed() {
 
 #[test]
 fn realloc_of_a_slab_pointer_keeps_contents() {
+    common::inline_planner();
     const KEY: &str = "life-realloc";
     let run = |grow_past: bool| {
         let _p = memo_alloc::pass(KEY);

@@ -3,6 +3,8 @@
 //! height rounded up to a page, within 1% of it. Transparent huge pages, which would
 //! commit 2 MiB per touch, are disabled on the slab region.
 
+mod common;
+
 use memo_alloc::MemoAlloc;
 
 #[global_allocator]
@@ -30,6 +32,7 @@ fn pass() -> u64 {
 
 #[test]
 fn resident_size_stays_within_one_percent_of_the_height() {
+    common::inline_planner();
     let expected = pass(); // profiled
     assert_eq!(pass(), expected); // replayed: every slot written once
     let r = memo_alloc::report(KEY).expect("report");

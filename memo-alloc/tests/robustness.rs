@@ -16,7 +16,8 @@ use memo_alloc::{Config, MemoAlloc, MissReason};
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
 
-fn configure(c: Config) {
+fn configure(mut c: Config) {
+    c.planner = memo_alloc::Planner::Inline;
     assert!(memo_alloc::configure(c), "configured before the first pass");
 }
 

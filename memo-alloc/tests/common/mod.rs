@@ -29,6 +29,9 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
             cmd.env_remove(var);
         }
     }
+    // Plans are made before the profiled pass's guard returns (deterministic counts),
+    // unless the test says otherwise.
+    cmd.env("MEMO_PLANNER", "inline");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -41,6 +44,23 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
         out.status
     );
     stderr
+}
+
+/// Makes this process plan profiles inline (before a profiled pass's guard returns), so
+/// that a test can count on the next pass of a key replaying. Call it first in every
+/// test of a binary that relies on that: the first call fixes the configuration.
+pub fn inline_planner() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mut c = memo_alloc::Config::from_env();
+        c.planner = memo_alloc::Planner::Inline;
+        memo_alloc::configure(c);
+    });
+    assert_eq!(
+        memo_alloc::config::config().planner,
+        memo_alloc::Planner::Inline,
+        "a pass ran before the test fixed its configuration"
+    );
 }
 
 /// A fresh, empty directory for one scenario of this test process.

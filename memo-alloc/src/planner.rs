@@ -1,0 +1,220 @@
+//! The planner thread: finished profiles are planned off the request's thread.
+//!
+//! A profiled pass ends by turning its recording into a [`Trace`] and [`submit`]ting a
+//! [`Job`]; the pass then returns at the speed of an unprofiled pass plus recording. A
+//! thread started at the first submission plans the jobs in order (`planning`), writes
+//! their files and publishes their plans. Until then the key stays `Profiling`: its
+//! passes replay its previous plan if it has one, and run on the backend otherwise.
+//!
+//! The queue is bounded ([`CAPACITY`] jobs): a profile submitted to a full queue is
+//! abandoned (`AbandonReason::PlannerBusy`). The thread parks when the queue is empty;
+//! submitting unparks it (neither allocates). With `Config::planner` set to `inline`,
+//! jobs are planned on the submitting thread instead, as before.
+//!
+//! Across `fork`: the queue's lock is one of the allocator's locks (taken by the fork
+//! handlers). A child has no planner thread: it starts its own at its next submission;
+//! the job the parent's thread was planning at the fork is abandoned in the child.
+
+use std::collections::VecDeque;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crate::config::{self, Planner};
+use crate::fallible::try_grow_deque;
+use crate::planning::Job;
+use crate::registry::KeyEntry;
+use crate::stats::{self, AbandonReason, GLOBAL};
+use crate::sync::{LockId, Ordering, SpinCell};
+use crate::{planning, tls};
+
+/// Most jobs waiting for the planner thread.
+pub(crate) const CAPACITY: usize = 8;
+
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// The planner thread, once started.
+    worker: Option<Thread>,
+    /// A planner thread is being started.
+    starting: bool,
+    /// The key of the job being planned, if any.
+    planning: Option<&'static KeyEntry>,
+}
+
+static QUEUE: SpinCell<Queue> = SpinCell::new(
+    LockId::Planner,
+    Queue {
+        jobs: VecDeque::new(),
+        worker: None,
+        starting: false,
+        planning: None,
+    },
+);
+
+thread_local! {
+    /// Set on the planner thread (so benchmarks can tell the allocator's own thread).
+    static IS_PLANNER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is the allocator's planner thread.
+pub fn is_planner_thread() -> bool {
+    IS_PLANNER.try_with(|p| p.get()).unwrap_or(false)
+}
+
+/// Plans `job`, now (inline planning) or on the planner thread. `Err` gives the job back
+/// when the queue is full (the caller abandons the profile). Runs with the re-entrancy
+/// guard set.
+pub(crate) fn submit(job: Job) -> Result<(), Job> {
+    if config::config().planner == Planner::Inline {
+        run(job);
+        return Ok(());
+    }
+    enum Next {
+        Wake(Thread),
+        Start,
+        Nothing,
+    }
+    let mut job = Some(job);
+    let next = QUEUE.with(|q| {
+        if q.jobs.len() >= CAPACITY || try_grow_deque(&mut q.jobs).is_err() {
+            return None;
+        }
+        q.jobs.extend(job.take());
+        Some(match (&q.worker, q.starting) {
+            (Some(t), _) => Next::Wake(t.clone()),
+            (None, false) => {
+                q.starting = true;
+                Next::Start
+            }
+            (None, true) => Next::Nothing, // the starting thread will find it
+        })
+    });
+    match next {
+        None => return Err(job.expect("not queued")),
+        Some(Next::Wake(t)) => t.unpark(),
+        Some(Next::Start) => start(),
+        Some(Next::Nothing) => {}
+    }
+    Ok(())
+}
+
+/// Starts the planner thread; if it cannot be started, plans the queued jobs here.
+fn start() {
+    let spawned = std::thread::Builder::new()
+        .name("memo-planner".into())
+        .spawn(work);
+    match spawned {
+        Ok(_) => {} // the thread registers itself and takes the queued jobs
+        Err(e) => {
+            eprintln!("memomalloc: cannot start the planner thread ({e}); planning inline");
+            QUEUE.with(|q| q.starting = false);
+            while let Some(job) = QUEUE.with(|q| q.jobs.pop_front()) {
+                run(job);
+            }
+        }
+    }
+}
+
+/// The planner thread's loop.
+fn work() {
+    let _ = IS_PLANNER.try_with(|p| p.set(true));
+    let me = std::thread::current();
+    QUEUE.with(|q| {
+        q.worker = Some(me);
+        q.starting = false;
+    });
+    loop {
+        while PAUSED.load(Ordering::Acquire) {
+            std::thread::park_timeout(Duration::from_millis(1));
+        }
+        let job = QUEUE.with(|q| {
+            let job = q.jobs.pop_front();
+            q.planning = job.as_ref().and_then(|j| j.entry);
+            job
+        });
+        match job {
+            Some(job) => {
+                tls::with_bookkeeping(|| run(job));
+                QUEUE.with(|q| q.planning = None);
+            }
+            None => std::thread::park(),
+        }
+    }
+}
+
+/// Plans one job (on the planner thread, or inline).
+fn run(job: Job) {
+    planning::plan_profile(job, config::config());
+}
+
+/// Waits until every submitted profile is planned and published, or `timeout` passed;
+/// returns whether the planner is idle. For tests and for services that profile at
+/// start-up (see `prewarm`).
+///
+/// ```
+/// assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(1)));
+/// ```
+pub fn wait_for_plans(timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let idle =
+            tls::with_bookkeeping(|| QUEUE.with(|q| q.jobs.is_empty() && q.planning.is_none()));
+        if idle {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// In a forked child, after the fork handlers released the locks: the parent's planner
+/// thread is gone. The job it was planning is abandoned; queued ones wait for the
+/// child's own planner thread, started at its next pass boundary.
+pub(crate) fn after_fork_in_child() {
+    let (lost, restart) = QUEUE.with(|q| {
+        // The thread does not exist here; its handle is dropped (a reference count).
+        drop(q.worker.take());
+        q.starting = false;
+        (q.planning.take(), !q.jobs.is_empty())
+    });
+    if let Some(e) = lost {
+        stats::add(
+            &GLOBAL.profiles_abandoned[AbandonReason::PlannerBusy as usize],
+            1,
+        );
+        e.abandon_profile();
+    }
+    if restart {
+        // Started lazily: here it would run inside the fork handler.
+        RESTART.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The planner thread waits before its next job while set (tests only: `testing`).
+pub(crate) static PAUSED: crate::sync::plain::AtomicBool =
+    crate::sync::plain::AtomicBool::new(false);
+
+/// Queued jobs wait for a planner thread in a forked child (see `after_fork_in_child`).
+static RESTART: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Starts the child's planner thread if jobs were left waiting at the fork (at a pass
+/// boundary, with the re-entrancy guard set).
+pub(crate) fn restart_if_needed() {
+    if !RESTART.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    let start_now = QUEUE.with(|q| {
+        let idle = q.worker.is_none() && !q.starting;
+        q.starting |= idle;
+        idle
+    });
+    if start_now {
+        start();
+    }
+}
+
+/// The queue's lock, for the fork handlers.
+pub(crate) fn lock() -> &'static crate::sync::SpinLock {
+    QUEUE.lock()
+}
