@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
+use memo_planner::text::thousands;
 use memomalloc::study::{dhat, perfetto, to_csv};
 use serde_json::Value;
 
 use crate::stats_cmd::load;
-use crate::table::thousands;
 
 fn write_json(path: &Path, doc: &Value) -> Result<(), String> {
     let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
