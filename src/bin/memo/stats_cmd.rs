@@ -2,32 +2,20 @@
 
 use std::path::Path;
 
-use memo_alloc::trace::Trace;
 use memo_planner::text::{bytes_and_mib, short_size, thousands};
 use memomalloc::study::{Bucket, Share, Study, TOP_CALL_SITES};
 use serde_json::Value;
 
+use crate::input::load_trace;
 use crate::table::Table;
 use crate::Format;
 
 /// Width of the histogram bars, in characters.
 const BAR: usize = 24;
 
-/// Reads and checks a trace; errors name the file and what is wrong.
-pub fn load(path: &Path) -> Result<Trace, String> {
-    let data = std::fs::read(path)
-        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
-    let trace: Trace = serde_json::from_slice(&data)
-        .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
-    trace
-        .check()
-        .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
-    Ok(trace)
-}
-
 /// `memo stats`.
 pub fn stats(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
-    let trace = load(path)?;
+    let trace = load_trace(path)?;
     let study = Study::of(&trace);
     let text = match format {
         Format::Json => {
