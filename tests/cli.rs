@@ -1,6 +1,6 @@
 //! The `memo` command line on good and bad inputs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn memo(args: &[&str]) -> Output {
@@ -8,13 +8,6 @@ fn memo(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run memo")
-}
-
-fn data(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    p.exists().then_some(p)
 }
 
 fn tmp(name: &str, text: &str) -> PathBuf {
@@ -129,10 +122,10 @@ fn compare_json_lists_every_strategy() {
 
 #[test]
 fn compare_text_on_resnet50() {
-    let Some(f) = data("idealloc/somas_tensors/resnet50.csv") else {
-        eprintln!("shared/data not found; skipping");
+    let Some(data) = memo_planner::fixtures::shared_data("compare_text_on_resnet50") else {
         return;
     };
+    let f = data.join("idealloc/somas_tensors/resnet50.csv");
     let out = stdout(&memo(&["compare", f.to_str().unwrap()]));
     assert!(out.contains("1,042 buffers"), "{out}");
     assert!(

@@ -79,6 +79,7 @@ use std::fmt::Write;
 use crate::bounds::offsets_lower_bound;
 use crate::plan::OffsetPlan;
 use crate::problem::Problem;
+use crate::text::{bytes_and_mib, short_size, thousands, trim_float, xml_escape};
 
 /// How buffers are coloured when no groups are given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -238,15 +239,15 @@ pub fn render_svg(problem: &Problem, plan: &OffsetPlan, options: &HeapmapOptions
         let mut entries = legend;
         if !dust.is_empty() {
             entries.push(LegendEntry {
-                label: format!("< 1 px, merged ({})", group_digits(dust.len() as u64)),
+                label: format!("< 1 px, merged ({})", thousands(dust.len() as u64)),
                 color: DUST_COLOR.to_string(),
             });
         }
-        let mut foot = vec![format!("{} buffers drawn", group_digits(shown as u64))];
+        let mut foot = vec![format!("{} buffers drawn", thousands(shown as u64))];
         if !tooltips {
             foot.push(format!(
                 "tooltips off (> {})",
-                group_digits(options.max_tooltips as u64)
+                thousands(options.max_tooltips as u64)
             ));
         }
         draw_legend(&mut out, &frame, options, &entries, &foot);
@@ -362,9 +363,9 @@ fn time_window(
         notes.push((
             format!(
                 "time axis cut at {}: {} long-lived buffers live on up to {}",
-                group_digits(end),
-                group_digits(long_lived as u64),
-                group_digits(full.1)
+                thousands(end),
+                thousands(long_lived as u64),
+                thousands(full.1)
             ),
             "#555",
         ));
@@ -375,7 +376,7 @@ fn time_window(
 /// The subtitle, wrapped at its separators to fit about the width (6.6 px a character).
 fn subtitle(buffers: usize, height: u64, lb: u64, w: f64) -> Vec<(String, &'static str)> {
     let mut parts = vec![
-        format!("{} buffers", group_digits(buffers as u64)),
+        format!("{} buffers", thousands(buffers as u64)),
         format!("height {}", short_size(height as f64)),
         format!("lower bound {}", short_size(lb as f64)),
     ];
@@ -607,12 +608,12 @@ fn draw_rect(out: &mut String, drawn: &Drawn, it: &Item, tooltips: bool) {
     let _ = writeln!(
         out,
         "><title>{}: time [{}, {}), {} B ({}) at offset {} ({})</title></rect>",
-        escape(&b.id),
+        xml_escape(&b.id),
         b.lower,
         b.upper,
-        group_digits(b.size),
+        thousands(b.size),
         short_size(b.size as f64),
-        group_digits(off),
+        thousands(off),
         short_size(off as f64)
     );
 }
@@ -643,11 +644,7 @@ fn draw_marks(out: &mut String, f: &Frame, height: u64, lb: u64) {
         );
         let above = (k == 0) == upper_is_height;
         let ty = if above { y - 5.0 } else { y + 14.0 };
-        let s = format!(
-            "{label} {} B ({:.2} MiB)",
-            group_digits(*value),
-            *value as f64 / MIB
-        );
+        let s = format!("{label} {}", bytes_and_mib(*value));
         halo_text(out, f.px1 - 6.0, ty, 12.0, "end", color, &s);
     }
     out.push_str("</g>\n");
@@ -675,7 +672,7 @@ fn draw_axes(out: &mut String, f: &Frame, yt: &[(f64, String)], xt: &[u64]) {
             num(y),
             num(f.px0 - 7.0),
             num(y + 4.0),
-            escape(label)
+            xml_escape(label)
         );
     }
     for &t in xt {
@@ -689,7 +686,7 @@ fn draw_axes(out: &mut String, f: &Frame, yt: &[(f64, String)], xt: &[u64]) {
             num(f.py1 + 4.0),
             num(x),
             num(f.py1 + 17.0),
-            group_digits(t)
+            thousands(t)
         );
     }
     out.push_str("</g>\n");
@@ -968,7 +965,7 @@ fn byte_ticks(ymax: f64) -> Vec<(f64, String)> {
     while k * step * unit <= ymax && ticks.len() < 50 {
         let v = k * step;
         let label = if v.fract() == 0.0 && v < 1e15 {
-            group_digits(v as u64)
+            thousands(v as u64)
         } else {
             trim_float(v, 2)
         };
@@ -1013,71 +1010,10 @@ fn nice_step(raw: f64) -> f64 {
     m * mag
 }
 
-/// A size in the largest binary unit that keeps it at least 1: "8 B", "1.5 KiB", "32 MiB".
-fn short_size(bytes: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut v = bytes;
-    let mut k = 0;
-    while v >= 1024.0 && k + 1 < units.len() {
-        v /= 1024.0;
-        k += 1;
-    }
-    let digits = if k == 0 || v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{} {}", trim_float(v, digits), units[k])
-}
-
-/// `v` with at most `digits` decimals, trailing zeros removed.
-fn trim_float(v: f64, digits: usize) -> String {
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
 /// A coordinate with one decimal at most.
 fn num(v: f64) -> String {
     let v = if v.is_finite() { v } else { 0.0 };
     trim_float((v * 10.0).round() / 10.0, 1)
-}
-
-/// `1234567` as `1,234,567`.
-fn group_digits(v: u64) -> String {
-    let s = v.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (k, ch) in s.chars().enumerate() {
-        if k > 0 && (s.len() - k) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-/// Escapes text for XML content and attribute values; characters XML 1.0 does not allow
-/// become U+FFFD.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(ch),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// At most `max` characters, with an ellipsis when cut.
@@ -1107,7 +1043,7 @@ fn text(
         "<text x=\"{}\" y=\"{}\" font-size=\"{size}\" font-weight=\"{weight}\" text-anchor=\"{anchor}\" fill=\"{color}\">{}</text>",
         num(x),
         num(y),
-        escape(s)
+        xml_escape(s)
     );
 }
 
@@ -1118,7 +1054,7 @@ fn halo_text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, color: &
         "<text x=\"{}\" y=\"{}\" font-size=\"{size}\" font-weight=\"bold\" text-anchor=\"{anchor}\" fill=\"{color}\" stroke=\"#ffffff\" stroke-width=\"3\" stroke-opacity=\"0.85\" paint-order=\"stroke\">{}</text>",
         num(x),
         num(y),
-        escape(s)
+        xml_escape(s)
     );
 }
 
@@ -1471,11 +1407,6 @@ mod tests {
 
     #[test]
     fn helpers_format_numbers() {
-        assert_eq!(group_digits(0), "0");
-        assert_eq!(group_digits(1234567), "1,234,567");
-        assert_eq!(short_size(8.0), "8 B");
-        assert_eq!(short_size(1536.0), "1.5 KiB");
-        assert_eq!(short_size(32.0 * MIB), "32 MiB");
         assert_eq!(num(1.25), "1.3");
         assert_eq!(num(2.0), "2");
         assert_eq!(nice_step(0.0), 1.0);

@@ -39,6 +39,7 @@ pub mod offsets;
 pub mod plan;
 pub mod problem;
 pub mod shared;
+pub mod text;
 pub mod time_index;
 pub mod timeline;
 pub mod validate;

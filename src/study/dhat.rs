@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use memo_alloc::trace::Trace;
 use serde_json::{json, Map, Value};
 
-use super::{peak, record_end};
+use super::pass::{peak, record_end};
 
 /// The viewer's short-lived threshold `tuth`, in events: program points whose blocks live
 /// this long or less on average are flagged short-lived.

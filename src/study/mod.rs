@@ -29,156 +29,24 @@
 //! ([`ScopeTimes::Inferred`]), which makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+mod ops;
+mod pass;
 pub mod perfetto;
 
 use std::collections::HashMap;
 
-use memo_alloc::trace::{AllocKind, Trace};
+use memo_alloc::trace::{AllocKind, Chain, Trace};
 use memo_planner::format::problem_to_csv;
 use memo_planner::{align_up, offsets_lower_bound, OffsetStrategy};
 use serde::Serialize;
 
+pub use ops::OpRow;
+pub use pass::{op_path, scope_spans, ScopeTimes, Spans};
+
+use pass::{chain_of_records, freed_chains, peak, record_end, Fate, OpStarts};
+
 /// How many call sites [`Study::call_sites`] keeps.
 pub const TOP_CALL_SITES: usize = 10;
-
-/// Where the scope spans of a study come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScopeTimes {
-    /// Recorded by the profiler (`enter`/`exit` in every scope).
-    Recorded,
-    /// Inferred from the allocation times inside each scope (older traces).
-    Inferred,
-}
-
-/// The event-time span `[enter, exit]` of every scope of a trace, by scope id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Spans {
-    /// `(enter, exit)` per scope; the pass is `(0, events)`.
-    pub spans: Vec<(u64, u64)>,
-    /// Whether the spans were recorded or inferred.
-    pub times: ScopeTimes,
-}
-
-/// The spans of the scopes of a checked trace ([`Trace::check`]).
-pub fn scope_spans(trace: &Trace) -> Spans {
-    let n = trace.scopes.len();
-    let recorded = trace
-        .scopes
-        .iter()
-        .map(|s| s.enter.zip(s.exit))
-        .collect::<Option<Vec<_>>>();
-    if let Some(mut spans) = recorded {
-        if let Some(root) = spans.first_mut() {
-            *root = (0, trace.events);
-        }
-        return Spans {
-            spans,
-            times: ScopeTimes::Recorded,
-        };
-    }
-    // Allocations happen inside their scope (frees may come later, anywhere): the hull of
-    // the allocation times of a subtree lies inside the subtree's real span.
-    let mut spans = vec![(u64::MAX, 0u64); n];
-    for a in &trace.allocations {
-        if let Some(s) = spans.get_mut(a.scope as usize) {
-            *s = (s.0.min(a.alloc), s.1.max(a.alloc.saturating_add(1)));
-        }
-    }
-    // Children have larger ids than their parents: fold upwards in reverse order.
-    for i in (1..n).rev() {
-        let child = spans[i];
-        if let Some(p) = trace.scopes[i].parent {
-            let ps = &mut spans[p as usize];
-            *ps = (ps.0.min(child.0), ps.1.max(child.1));
-        }
-    }
-    if n > 0 {
-        spans[0] = (0, trace.events);
-    }
-    // Scopes with no event inside: an empty span at their parent's start.
-    for i in 1..n {
-        if spans[i].0 == u64::MAX {
-            let p = trace.scopes[i].parent.map_or(0, |p| p as usize);
-            let start = spans[p].0;
-            spans[i] = (start, start);
-        }
-    }
-    Spans {
-        spans,
-        times: ScopeTimes::Inferred,
-    }
-}
-
-/// `layer/matmul`: the op names from the pass down to `scope`, without the pass; the pass
-/// itself is `(key)`.
-pub fn op_path(trace: &Trace, scope: u32) -> String {
-    let mut parts = Vec::new();
-    let mut s = Some(scope);
-    while let Some(id) = s {
-        let Some(node) = trace.scopes.get(id as usize) else {
-            break;
-        };
-        if node.parent.is_none() || parts.len() > trace.scopes.len() {
-            break;
-        }
-        parts.push(node.name.as_str());
-        s = node.parent;
-    }
-    if parts.is_empty() {
-        return format!("({})", trace.key);
-    }
-    parts.reverse();
-    parts.join("/")
-}
-
-/// The first record of the realloc chain of every allocation record.
-pub(crate) fn chain_roots(trace: &Trace) -> Vec<u32> {
-    let mut root: Vec<u32> = Vec::with_capacity(trace.allocations.len());
-    for (i, a) in trace.allocations.iter().enumerate() {
-        let r = match a.realloc_parent {
-            Some(p) if (p as usize) < i => root[p as usize],
-            _ => i as u32,
-        };
-        root.push(r);
-    }
-    root
-}
-
-/// End of an allocation record's live interval: its free, or the pass end.
-pub(crate) fn record_end(trace: &Trace, i: usize) -> u64 {
-    let a = &trace.allocations[i];
-    a.free.unwrap_or(trace.events).max(a.alloc)
-}
-
-/// The maximum of live bytes over half-open intervals `(start, end, size)`: returns
-/// `(peak bytes, live blocks at that time, first time it is reached)`.
-pub(crate) fn peak(intervals: impl IntoIterator<Item = (u64, u64, u64)>) -> (u64, u64, u64) {
-    // (time, 0 = end / 1 = start, size): ends first at equal times (half-open).
-    let mut events: Vec<(u64, u8, u64)> = Vec::new();
-    for (start, end, size) in intervals {
-        if end > start {
-            events.push((start, 1, size));
-            events.push((end, 0, size));
-        }
-    }
-    events.sort_unstable();
-    let (mut live, mut blocks) = (0u64, 0u64);
-    let (mut best, mut best_blocks, mut at) = (0u64, 0u64, 0u64);
-    for (t, kind, size) in events {
-        if kind == 1 {
-            live += size;
-            blocks += 1;
-            if live > best {
-                (best, best_blocks, at) = (live, blocks, t);
-            }
-        } else {
-            live -= size;
-            blocks -= 1;
-        }
-    }
-    (best, best_blocks, at)
-}
 
 /// Index of the power-of-two bucket of `v`: 0 holds 0, `k ≥ 1` holds `[2^(k−1), 2^k − 1]`.
 fn bucket_of(v: u64) -> usize {
@@ -241,25 +109,6 @@ pub struct Calls {
     pub free: u64,
     /// Bytes requested over all `alloc`, `alloc_zeroed` and `realloc` calls.
     pub bytes: u64,
-}
-
-/// The allocations of one op (scope path), over all its instances.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct OpRow {
-    /// The op path (`layer/matmul`), or `(key)` for the pass itself.
-    pub op: String,
-    /// Instances (scopes) of the op in the pass.
-    pub instances: u64,
-    /// Allocations made by it.
-    pub allocations: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// The most bytes of its allocations live at once.
-    pub peak_live: u64,
-    /// How many of them are short-lived.
-    pub short_lived: u64,
-    /// How many of them escape the pass.
-    pub escaping: u64,
 }
 
 /// Memory: the peak against what a plan needs.
@@ -362,11 +211,40 @@ impl Study {
     pub fn with_strategy(trace: &Trace, strategy: OffsetStrategy) -> Study {
         let spans = scope_spans(trace);
         let chains = trace.chains();
-        let roots = chain_roots(trace);
-        let n = trace.allocations.len();
+        let chain_of = chain_of_records(trace, &chains);
+        let fates: Vec<Fate> = chains.iter().map(|c| Fate::of(trace, &spans, c)).collect();
+        let freed = || freed_chains(&chains, &fates);
+        let starts = OpStarts::of(&spans);
+        Study {
+            key: trace.key.clone(),
+            events: trace.events,
+            op_instances: trace.scopes.len().saturating_sub(1) as u64,
+            scope_times: spans.times,
+            allocations: chains.len() as u64,
+            bytes: chains.iter().map(|c| c.size).sum(),
+            calls: Calls::of(trace),
+            sizes: histogram(chains.iter().map(|c| (c.size, c.size))),
+            lifetime_events: histogram(
+                freed().map(|(c, upper)| (upper.saturating_sub(c.lower), c.size)),
+            ),
+            lifetime_ops: histogram(
+                freed().map(|(c, upper)| (starts.between(c.lower, upper), c.size)),
+            ),
+            ops: ops::rows(trace, &chains, &fates, &chain_of),
+            memory: Memory::of(trace, &chains, &chain_of, strategy),
+            shares: Shares::of(&chains, &fates, &chain_of),
+            call_sites_captured: trace.allocations.iter().any(|a| a.call_site.is_some()),
+            call_sites: top_call_sites(trace, &chains),
+        }
+    }
+}
 
+impl Calls {
+    /// Every record is one `alloc`, `alloc_zeroed` or `realloc` call; a `free` is the final
+    /// free of a chain (a freed, non-escaping record that no realloc continued).
+    fn of(trace: &Trace) -> Calls {
         let mut calls = Calls::default();
-        let mut has_successor = vec![false; n];
+        let mut continued = vec![false; trace.allocations.len()];
         for a in &trace.allocations {
             match a.kind {
                 AllocKind::Alloc => calls.alloc += 1,
@@ -374,132 +252,73 @@ impl Study {
                 AllocKind::Realloc => calls.realloc += 1,
             }
             calls.bytes += a.size;
-            if let Some(p) = a.realloc_parent {
-                if let Some(h) = has_successor.get_mut(p as usize) {
-                    *h = true;
-                }
+            if let Some(c) = a.realloc_parent.and_then(|p| continued.get_mut(p as usize)) {
+                *c = true;
             }
         }
         calls.free = trace
             .allocations
             .iter()
-            .zip(&has_successor)
-            .filter(|(a, &h)| a.free.is_some() && !a.escaping && !h)
+            .zip(&continued)
+            .filter(|(a, &c)| a.free.is_some() && !a.escaping && !c)
             .count() as u64;
+        calls
+    }
+}
 
-        // Op enter times, sorted, for lifetimes in ops.
-        let mut enters: Vec<u64> = spans.spans.iter().skip(1).map(|s| s.0).collect();
-        enters.sort_unstable();
-        let ops_between = |lower: u64, upper: u64| -> u64 {
-            let hi = enters.partition_point(|&t| t < upper);
-            let lo = enters.partition_point(|&t| t <= lower);
-            hi.saturating_sub(lo) as u64
-        };
+impl Share {
+    /// Counts one more allocation of `bytes`.
+    fn add(&mut self, bytes: u64) {
+        self.count += 1;
+        self.bytes += bytes;
+    }
+}
 
-        // Per chain: its op path, fate and lifetimes.
-        let mut paths: HashMap<u32, String> = HashMap::new();
-        let mut path_of = |scope: u32| -> String {
-            paths
-                .entry(scope)
-                .or_insert_with(|| op_path(trace, scope))
-                .clone()
-        };
-        let mut chain_index: HashMap<u32, usize> = HashMap::new();
-        let mut members = vec![0u64; chains.len()];
-        for (ci, c) in chains.iter().enumerate() {
-            chain_index.insert(c.root, ci);
-        }
-        for &r in &roots {
-            if let Some(&ci) = chain_index.get(&r) {
-                members[ci] += 1;
-            }
+impl Shares {
+    fn of(chains: &[Chain], fates: &[Fate], chain_of: &[Option<usize>]) -> Shares {
+        let mut records = vec![0u64; chains.len()];
+        for ci in chain_of.iter().flatten() {
+            records[*ci] += 1;
         }
         let mut shares = Shares::default();
-        let mut op_rows: Vec<OpRow> = Vec::new();
-        let mut op_index: HashMap<String, usize> = HashMap::new();
-        let mut chain_op: Vec<usize> = Vec::with_capacity(chains.len());
-        let mut life_events = Vec::new();
-        let mut life_ops = Vec::new();
-        for (ci, c) in chains.iter().enumerate() {
-            let scope = trace.allocations[c.root as usize].scope;
-            let path = path_of(scope);
-            let row = *op_index.entry(path.clone()).or_insert_with(|| {
-                op_rows.push(OpRow {
-                    op: path,
-                    instances: 0,
-                    allocations: 0,
-                    bytes: 0,
-                    peak_live: 0,
-                    short_lived: 0,
-                    escaping: 0,
-                });
-                op_rows.len() - 1
-            });
-            chain_op.push(row);
-            let r = &mut op_rows[row];
-            r.allocations += 1;
-            r.bytes += c.size;
-            let share = Share {
-                count: 1,
-                bytes: c.size,
-            };
-            let add = |s: &mut Share| {
-                s.count += share.count;
-                s.bytes += share.bytes;
-            };
-            if members[ci] > 1 {
-                add(&mut shares.reallocated);
+        for ((c, fate), records) in chains.iter().zip(fates).zip(records) {
+            if records > 1 {
+                shares.reallocated.add(c.size);
             }
-            match c.upper {
-                Some(upper) if !c.escaping => {
-                    let exit = spans.spans.get(scope as usize).map_or(0, |s| s.1);
-                    if upper <= exit {
-                        add(&mut shares.short_lived);
-                        r.short_lived += 1;
-                    }
-                    let lower = c.lower;
-                    life_events.push((upper.saturating_sub(lower), c.size));
-                    life_ops.push((ops_between(lower, upper), c.size));
-                }
-                _ => {
-                    add(&mut shares.escaping);
-                    r.escaping += 1;
-                }
+            match fate {
+                Fate::Freed {
+                    short_lived: true, ..
+                } => shares.short_lived.add(c.size),
+                Fate::Freed { .. } => {}
+                Fate::Escaping => shares.escaping.add(c.size),
             }
         }
-        for s in 1..trace.scopes.len() {
-            let path = path_of(s as u32);
-            if let Some(&row) = op_index.get(&path) {
-                op_rows[row].instances += 1;
-            }
-        }
-        if let Some(&row) = op_index.get(&format!("({})", trace.key)) {
-            op_rows[row].instances = 1;
-        }
+        shares
+    }
+}
 
-        // Peak live bytes per op, over the records of its chains.
-        let mut per_op: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); op_rows.len()];
-        let mut all = Vec::with_capacity(n);
-        let mut planned = Vec::with_capacity(n);
-        for (i, a) in trace.allocations.iter().enumerate() {
-            let interval = (a.alloc, record_end(trace, i), a.size);
-            all.push(interval);
-            if let Some(&ci) = chain_index.get(&roots[i]) {
-                per_op[chain_op[ci]].push(interval);
-                if !chains[ci].escaping {
-                    planned.push(interval);
-                }
-            }
-        }
-        for (row, intervals) in op_rows.iter_mut().zip(per_op) {
-            row.peak_live = peak(intervals).0;
-        }
-        op_rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.op.cmp(&b.op)));
-
-        let (peak_live, _, peak_time) = peak(all);
+impl Memory {
+    /// The peaks of all records and of the planned ones (records of non-escaping chains),
+    /// against the plan `strategy` makes of the trace's problem.
+    fn of(
+        trace: &Trace,
+        chains: &[Chain],
+        chain_of: &[Option<usize>],
+        strategy: OffsetStrategy,
+    ) -> Memory {
+        let intervals = (0..trace.allocations.len()).map(|i| {
+            let a = &trace.allocations[i];
+            (a.alloc, record_end(trace, i), a.size)
+        });
+        let planned = intervals
+            .clone()
+            .zip(chain_of)
+            .filter(|(_, ci)| ci.is_some_and(|ci| !chains[ci].escaping))
+            .map(|(interval, _)| interval);
+        let (peak_live, _, peak_time) = peak(intervals);
         let (problem, _) = trace.to_problem();
         let plan = strategy.plan(&problem);
-        let memory = Memory {
+        Memory {
             peak_live,
             peak_time,
             peak_live_planned: peak(planned).0,
@@ -512,50 +331,34 @@ impl Study {
             lower_bound: offsets_lower_bound(&problem),
             strategy: strategy.name().to_string(),
             height: plan.height(&problem),
-        };
-
-        // Call sites of the chains' first allocations.
-        let captured = trace.allocations.iter().any(|a| a.call_site.is_some());
-        let mut sites: Vec<CallSite> = Vec::new();
-        let mut site_index: HashMap<String, usize> = HashMap::new();
-        for c in &chains {
-            let Some(frames) = &trace.allocations[c.root as usize].call_site else {
-                continue;
-            };
-            let site = site_name(frames);
-            let i = *site_index.entry(site.clone()).or_insert_with(|| {
-                sites.push(CallSite {
-                    site,
-                    allocations: 0,
-                    bytes: 0,
-                    frames: frames.clone(),
-                });
-                sites.len() - 1
-            });
-            sites[i].allocations += 1;
-            sites[i].bytes += c.size;
-        }
-        sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
-        sites.truncate(TOP_CALL_SITES);
-
-        Study {
-            key: trace.key.clone(),
-            events: trace.events,
-            op_instances: trace.scopes.len().saturating_sub(1) as u64,
-            scope_times: spans.times,
-            allocations: chains.len() as u64,
-            bytes: chains.iter().map(|c| c.size).sum(),
-            calls,
-            sizes: histogram(chains.iter().map(|c| (c.size, c.size))),
-            lifetime_events: histogram(life_events),
-            lifetime_ops: histogram(life_ops),
-            ops: op_rows,
-            memory,
-            shares,
-            call_sites_captured: captured,
-            call_sites: sites,
         }
     }
+}
+
+/// The [`TOP_CALL_SITES`] call sites of the chains' first allocations with the most bytes.
+fn top_call_sites(trace: &Trace, chains: &[Chain]) -> Vec<CallSite> {
+    let mut sites: Vec<CallSite> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for c in chains {
+        let Some(frames) = &trace.allocations[c.root as usize].call_site else {
+            continue;
+        };
+        let site = site_name(frames);
+        let i = *index.entry(site.clone()).or_insert_with(|| {
+            sites.push(CallSite {
+                site,
+                allocations: 0,
+                bytes: 0,
+                frames: frames.clone(),
+            });
+            sites.len() - 1
+        });
+        sites[i].allocations += 1;
+        sites[i].bytes += c.size;
+    }
+    sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    sites.truncate(TOP_CALL_SITES);
+    sites
 }
 
 /// The frame that names a call site: the first one outside the standard library, or the
@@ -673,14 +476,6 @@ pub(crate) mod tests {
         assert_eq!(rows, [(2, 3, 1, 3), (4, 7, 2, 11)]);
         assert!(histogram([]).is_empty());
         assert_eq!(histogram([(u64::MAX, 1)])[0].max, u64::MAX);
-    }
-
-    #[test]
-    fn peak_is_half_open() {
-        // Back to back: never both live.
-        assert_eq!(peak([(0, 2, 10), (2, 4, 10)]), (10, 1, 0));
-        assert_eq!(peak([(0, 3, 10), (2, 4, 5), (5, 6, 1)]), (15, 2, 2));
-        assert_eq!(peak([(1, 1, 99)]), (0, 0, 0));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use memo_alloc::trace::Trace;
 use serde_json::{json, Value};
 
-use super::{chain_roots, op_path, record_end, scope_spans, ScopeTimes};
+use super::pass::{chain_roots, op_path, record_end, scope_spans, ScopeTimes};
 
 /// How many of the largest allocations get an instant event by default.
 pub const LARGEST: usize = 16;

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use memo_planner::text::xml_escape;
+
 use super::Cell;
 
 const COLORS: [(&str, &str); 6] = [
@@ -19,12 +21,6 @@ fn color(name: &str) -> &'static str {
         .iter()
         .find(|(n, _)| *n == name)
         .map_or("#7f7f7f", |(_, c)| c)
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// A plot of `p50(allocator) / p50(memo)` (solid) and the p99 ratio (dashed) against
@@ -57,7 +53,7 @@ pub fn ratio_plot(workload: &str, cells: &[&Cell], cpus: usize) -> String {
         s,
         r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}: pass latency / memomalloc's (p50 solid, p99 dashed)</text>"#,
         w / 2.0,
-        esc(workload)
+        xml_escape(workload)
     );
     // Axes and grid.
     let steps = 5;
@@ -148,7 +144,7 @@ pub fn ratio_plot(workload: &str, cells: &[&Cell], cpus: usize) -> String {
             lx + 20.0,
             lx + 26.0,
             ly + 4.0,
-            esc(name),
+            xml_escape(name),
         );
     }
     s.push_str("</svg>\n");

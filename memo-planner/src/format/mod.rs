@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data");
+    use crate::fixtures::{shared_data, SHARED_DATA};
 
     /// Buffers per file (lines minus the header), from `shared/data/README.md` and `wc -l`.
     const ROWS: &[(&str, usize)] = &[
@@ -162,11 +162,10 @@ mod tests {
 
     #[test]
     fn reads_every_shared_csv() {
-        let data = Path::new(DATA);
-        if !data.is_dir() {
-            println!("skipped: {DATA} does not exist");
+        let Some(dir) = shared_data("reads_every_shared_csv") else {
             return;
-        }
+        };
+        let data = dir.as_path();
         let mut files = Vec::new();
         csv_files(data, &mut files);
         files.sort();
@@ -215,7 +214,7 @@ mod tests {
     #[test]
     #[ignore = "timing; run in release"]
     fn y1_timing() {
-        let path = Path::new(DATA).join("idealloc/iopddl/Y_1.csv");
+        let path = Path::new(SHARED_DATA).join("idealloc/iopddl/Y_1.csv");
         let bytes = std::fs::read(&path).unwrap();
         let mut best = std::time::Duration::MAX;
         for _ in 0..10 {

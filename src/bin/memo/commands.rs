@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use memo_planner::format::problem_to_csv;
 use memo_planner::heapmap::{render_svg, HeapmapOptions};
 use memo_planner::offsets::{best, exact};
+use memo_planner::text::{bytes_and_mib, mib, thousands};
 use memo_planner::{
     offsets_lower_bound, shared_objects_lower_bound, validate_offsets, validate_shared, OffsetPlan,
     OffsetStrategy, Problem, SharedObjectStrategy, SharedObjectsPlan,
@@ -14,7 +15,7 @@ use memo_planner::{
 use serde_json::{json, Map, Value};
 
 use crate::input;
-use crate::table::{bytes, mib, thousands, Table};
+use crate::table::Table;
 use crate::Format;
 
 /// Rows of the buffer table printed by `plan` in text form.
@@ -231,10 +232,10 @@ pub fn plan(
                 "buffers      {}\n",
                 thousands(problem.len() as u64)
             ));
-            t.push_str(&format!("total        {}\n", bytes(p.total)));
+            t.push_str(&format!("total        {}\n", bytes_and_mib(p.total)));
             t.push_str(&format!(
                 "lower bound  {}   ratio {:.4}\n",
-                bytes(p.lower_bound),
+                bytes_and_mib(p.lower_bound),
                 ratio(p.total, p.lower_bound)
             ));
             t.push_str(&format!(
@@ -245,14 +246,17 @@ pub fn plan(
                     "not proven"
                 },
                 if p.proven_lower_bound > p.lower_bound {
-                    format!("   proven lower bound {}", bytes(p.proven_lower_bound))
+                    format!(
+                        "   proven lower bound {}",
+                        bytes_and_mib(p.proven_lower_bound)
+                    )
                 } else {
                     String::new()
                 }
             ));
             t.push_str(&format!(
                 "naive        {}   saved {:.1}%\n",
-                bytes(naive),
+                bytes_and_mib(naive),
                 100.0 * (1.0 - ratio(p.total, naive.max(1)))
             ));
             if let Some(s) = &p.shared {
@@ -358,7 +362,7 @@ fn decide(
             t.push_str(&format!("input        {}\n", path.display()));
             t.push_str(&format!(
                 "strategy     exact (decision at capacity {})\n",
-                bytes(capacity)
+                bytes_and_mib(capacity)
             ));
             t.push_str(&format!(
                 "buffers      {}\n",
@@ -366,7 +370,7 @@ fn decide(
             ));
             t.push_str(&format!("status       {status}\n"));
             if let Some(total) = total {
-                t.push_str(&format!("total        {}\n", bytes(total)));
+                t.push_str(&format!("total        {}\n", bytes_and_mib(total)));
             }
             t.push_str(&format!("time         {millis:.2} ms\n"));
             t
@@ -422,11 +426,14 @@ pub fn compare(path: &Path, format: Format, output: Option<&Path>) -> Result<(),
                 path.display(),
                 thousands(problem.len() as u64)
             ));
-            t.push_str(&format!("naive        {}\n", bytes(naive)));
-            t.push_str(&format!("lower bound  offsets {}\n", bytes(lb_offsets)));
+            t.push_str(&format!("naive        {}\n", bytes_and_mib(naive)));
+            t.push_str(&format!(
+                "lower bound  offsets {}\n",
+                bytes_and_mib(lb_offsets)
+            ));
             t.push_str(&format!(
                 "             shared objects {}\n\n",
-                bytes(lb_shared)
+                bytes_and_mib(lb_shared)
             ));
             let mut table = Table::new(
                 &[

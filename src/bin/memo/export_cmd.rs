@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
+use memo_planner::text::thousands;
 use memomalloc::study::{dhat, perfetto, to_csv};
 use serde_json::Value;
 
-use crate::stats_cmd::load;
-use crate::table::thousands;
+use crate::input::load_trace;
 
 fn write_json(path: &Path, doc: &Value) -> Result<(), String> {
     let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
@@ -24,7 +24,7 @@ pub fn export(
     if dhat_out.is_none() && perfetto_out.is_none() && csv_out.is_none() {
         return Err("nothing to export: give --dhat, --perfetto and/or --csv".into());
     }
-    let trace = load(path)?;
+    let trace = load_trace(path)?;
     let mut said = String::new();
     if let Some(out) = dhat_out {
         let cmd = format!("memomalloc pass {} ({})", trace.key, path.display());

@@ -18,14 +18,9 @@ pub struct Input {
 /// Reads `path`; a JSON document whose `format` is a memomalloc trace becomes the trace's
 /// planner problem (allocations that escaped the pass are left out).
 pub fn read(path: &Path) -> Result<Input, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
+    let bytes = read_file(path)?;
     if looks_like_trace(&bytes) {
-        let trace: Trace = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
-        trace
-            .check()
-            .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
+        let trace = parse_trace(path, &bytes)?;
         let (problem, chains) = trace.to_problem();
         let groups = chains
             .iter()
@@ -48,4 +43,23 @@ fn looks_like_trace(bytes: &[u8]) -> bool {
     let head = &bytes[..bytes.len().min(256)];
     let text = String::from_utf8_lossy(head);
     text.trim_start().starts_with('{') && text.contains(TRACE_FORMAT)
+}
+
+/// Reads and checks a memomalloc trace ([`Trace::check`]); errors name the file and what
+/// is wrong.
+pub fn load_trace(path: &Path) -> Result<Trace, String> {
+    parse_trace(path, &read_file(path)?)
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: cannot read the file: {e}", path.display()))
+}
+
+fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, String> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        format!("{}: not a valid memomalloc trace: {e}", path.display())
+    };
+    let trace: Trace = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
+    trace.check().map_err(|e| invalid(&e))?;
+    Ok(trace)
 }

@@ -2,31 +2,20 @@
 
 use std::path::Path;
 
-use memo_alloc::trace::Trace;
+use memo_planner::text::{bytes_and_mib, short_size, thousands};
 use memomalloc::study::{Bucket, Share, Study, TOP_CALL_SITES};
 use serde_json::Value;
 
-use crate::table::{bytes, thousands, Table};
+use crate::input::load_trace;
+use crate::table::Table;
 use crate::Format;
 
 /// Width of the histogram bars, in characters.
 const BAR: usize = 24;
 
-/// Reads and checks a trace; errors name the file and what is wrong.
-pub fn load(path: &Path) -> Result<Trace, String> {
-    let data = std::fs::read(path)
-        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
-    let trace: Trace = serde_json::from_slice(&data)
-        .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
-    trace
-        .check()
-        .map_err(|e| format!("{}: not a valid memomalloc trace: {e}", path.display()))?;
-    Ok(trace)
-}
-
 /// `memo stats`.
 pub fn stats(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
-    let trace = load(path)?;
+    let trace = load_trace(path)?;
     let study = Study::of(&trace);
     let text = match format {
         Format::Json => {
@@ -54,38 +43,20 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-/// `512 B`, `4 KiB`, `1.5 MiB`: short sizes for histogram labels.
-fn short_size(v: u64) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut x = v as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < UNITS.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if x.fract() == 0.0 {
-        format!("{x:.0} {}", UNITS[u])
-    } else {
-        format!("{x:.1} {}", UNITS[u])
-    }
-}
-
 /// Label of a power-of-two bucket: `0`, `1`, `2-3`, or `4 KiB-8 KiB` (upper end excluded)
 /// for sizes.
 fn bucket_label(b: &Bucket, sizes: bool) -> String {
     if b.min == b.max {
         return if sizes {
-            short_size(b.min)
+            short_size(b.min as f64)
         } else {
             thousands(b.min)
         };
     }
     if sizes {
-        let end = b
-            .max
-            .checked_add(1)
-            .map_or_else(|| "16 EiB".into(), short_size);
-        format!("{} - <{end}", short_size(b.min))
+        // The end, excluded: 2^64 for the last bucket (a float has room for it).
+        let end = b.max as f64 + 1.0;
+        format!("{} - <{}", short_size(b.min as f64), short_size(end))
     } else {
         format!("{} - {}", thousands(b.min), thousands(b.max))
     }
@@ -138,7 +109,7 @@ fn render(path: &Path, s: &Study) -> String {
     out.push_str(&format!(
         "allocations   {} buffers, {}\n",
         thousands(s.allocations),
-        bytes(s.bytes)
+        bytes_and_mib(s.bytes)
     ));
     out.push_str(&format!(
         "calls         {} alloc, {} alloc_zeroed, {} realloc, {} free; {} B requested\n",
@@ -294,6 +265,11 @@ mod tests {
         assert_eq!(bucket_label(&b(4, 7), false), "4 - 7");
         assert_eq!(bucket_label(&b(1024, 2047), true), "1 KiB - <2 KiB");
         assert_eq!(bucket_label(&b(1 << 63, u64::MAX), true), "8 EiB - <16 EiB");
-        assert_eq!(short_size(1536), "1.5 KiB");
+        assert_eq!(bucket_label(&b(1, 1), true), "1 B");
+        assert_eq!(bucket_label(&b(512, 1023), true), "512 B - <1 KiB");
+        assert_eq!(
+            bucket_label(&b(1 << 14, (1 << 15) - 1), true),
+            "16 KiB - <32 KiB"
+        );
     }
 }

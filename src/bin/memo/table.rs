@@ -1,33 +1,4 @@
-//! Aligned text tables and byte counts for people.
-
-/// `1,515,472,556`.
-pub fn thousands(v: u64) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `1,515,472,556 B (1,445.27 MiB)`.
-pub fn bytes(v: u64) -> String {
-    format!("{} B ({} MiB)", thousands(v), mib(v))
-}
-
-/// `1,445.27`.
-pub fn mib(v: u64) -> String {
-    let m = v as f64 / (1024.0 * 1024.0);
-    let whole = m.trunc() as u64;
-    format!(
-        "{}.{:02}",
-        thousands(whole),
-        ((m - whole as f64) * 100.0).round().min(99.0) as u64
-    )
-}
+//! Aligned text tables for people (numbers in them: [`memo_planner::text`]).
 
 /// A table whose columns are padded to their widest cell; numeric columns right-aligned.
 pub struct Table {
@@ -94,16 +65,6 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_numbers() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1515472556), "1,515,472,556");
-        assert_eq!(mib(1 << 20), "1.00");
-        assert_eq!(mib(1515472556), "1,445.27");
-    }
 
     #[test]
     fn aligns_columns() {
