@@ -214,7 +214,7 @@ fn end_profile(pass: &mut Pass, abandon: Option<AbandonReason>) {
         serial,
         base,
     };
-    if planner::submit(job).is_err() {
+    if !planner::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
     }
 }

@@ -60,13 +60,13 @@ pub fn is_planner_thread() -> bool {
     IS_PLANNER.try_with(|p| p.get()).unwrap_or(false)
 }
 
-/// Plans `job`, now (inline planning) or on the planner thread. `Err` gives the job back
-/// when the queue is full (the caller abandons the profile). Runs with the re-entrancy
-/// guard set.
-pub(crate) fn submit(job: Job) -> Result<(), Job> {
+/// Plans `job`, now (inline planning) or on the planner thread; `false` (the job
+/// dropped) when the queue is full: the caller abandons the profile. Runs with the
+/// re-entrancy guard set.
+pub(crate) fn submit(job: Job) -> bool {
     if config::config().planner == Planner::Inline {
         run(job);
-        return Ok(());
+        return true;
     }
     enum Next {
         Wake(Thread),
@@ -89,12 +89,12 @@ pub(crate) fn submit(job: Job) -> Result<(), Job> {
         })
     });
     match next {
-        None => return Err(job.expect("not queued")),
+        None => return false, // `job` is dropped here, outside the lock
         Some(Next::Wake(t)) => t.unpark(),
         Some(Next::Start) => start(),
         Some(Next::Nothing) => {}
     }
-    Ok(())
+    true
 }
 
 /// Starts the planner thread; if it cannot be started, plans the queued jobs here.
