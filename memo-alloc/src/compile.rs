@@ -98,6 +98,8 @@ pub(crate) struct Slot {
     /// Largest alignment the slot's address is guaranteed to have (its offset's, capped
     /// at the slab base alignment).
     pub(crate) max_align: u64,
+    /// The planned alignment (log2): the strictest seen for this key.
+    pub(crate) align_log2: u8,
     pub(crate) group: u32,
     pub(crate) group_end: u32,
     /// The group's cover list: `cover[cover_start..cover_end]`.
@@ -118,6 +120,7 @@ impl Slot {
             size: 0,
             min_size: 0,
             max_align: 0,
+            align_log2: 0,
             group: 0,
             group_end: 0,
             cover_start: 0,
@@ -272,6 +275,7 @@ fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, Compile
         }
         slot.size = s.size;
         slot.min_size = s.min_size.unwrap_or(s.size).clamp(1, s.size);
+        slot.align_log2 = s.align.trailing_zeros() as u8; // a power of two: checked
         match s.offset {
             Some(o) => {
                 slot.offset = o;

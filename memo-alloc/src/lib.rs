@@ -80,6 +80,7 @@ mod lifecycle;
 mod live_table;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod merge;
 mod pass;
 mod planner;
 mod planning;
@@ -206,7 +207,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             unsafe { replay::undo(pass) };
             return ptr;
         }
-        pass.counters.misses[miss as usize] += 1;
+        pass.counters.miss(miss, layout.size() as u64);
         ptr
     }
 
@@ -311,7 +312,11 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         }
         if let (Hot::Replay, pass) = tls::hot_pass() {
             // SAFETY: `hot == Replay`: this thread's running pass.
-            unsafe { (*pass).counters.misses[MissReason::ReallocGrow as usize] += 1 };
+            unsafe {
+                (*pass)
+                    .counters
+                    .miss(MissReason::ReallocGrow, new_size as u64)
+            };
         }
         // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is a
         // live slab pointer, freed once.

@@ -14,7 +14,7 @@ use crate::registry::{self, KeyEntry, Summary};
 use crate::slab::{Slabs, MAX_INSTANCES};
 use crate::stats::{self, PlanRejection, GLOBAL};
 use crate::sync::Ordering;
-use crate::trace::{PlanFile, Trace};
+use crate::trace::{PlanFile, Seen, Trace};
 
 /// A finished profile to plan.
 pub(crate) struct Job {
@@ -65,8 +65,13 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
         serial,
         base,
     } = job;
-    finish_profile(&trace, entry, serial, cfg);
+    // Merged with the key's previous plan, if any: plans converge (see `merge`).
+    let seen = base
+        .as_ref()
+        .map(|b| crate::merge::seen_in(&trace, &b.get().plan))
+        .unwrap_or_default();
     drop(base);
+    finish_profile(&trace, &seen, entry, serial, cfg);
     drop(trace);
     trim_backend_heap();
 }
@@ -83,16 +88,18 @@ fn trim_backend_heap() {
     }
 }
 
-/// Plans a finished profile of `entry` (`serial`: its number among the key's profiles),
-/// writes its files, and in replay mode publishes the plan.
+/// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
+/// `seen`: what earlier profiles saw for its keys), writes its files, and in replay mode
+/// publishes the plan.
 fn finish_profile(
     trace: &Trace,
+    seen: &[Option<Seen>],
     entry: Option<&'static KeyEntry>,
     serial: Option<u64>,
     cfg: &Config,
 ) {
     let t0 = Instant::now();
-    let plan = PlanFile::from_trace(trace, cfg.strategy);
+    let plan = PlanFile::from_trace_seen(trace, cfg.strategy, seen);
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(dir) = &cfg.trace_dir {
         files::write_pass(dir, trace, &plan, serial);

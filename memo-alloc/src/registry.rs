@@ -144,7 +144,11 @@ pub(crate) struct KeyEntry {
     backoffs: plain::AtomicU32,
     window_allocs: plain::AtomicU64,
     window_misses: plain::AtomicU64,
+    window_bytes: plain::AtomicU64,
+    window_diverged_bytes: plain::AtomicU64,
     window_passes: plain::AtomicU32,
+    /// Consecutive windows that diverged.
+    diverged_windows: plain::AtomicU32,
     pub(crate) counters: KeyCounters,
     /// Behind [`SUMMARIES`].
     summary: std::cell::UnsafeCell<Option<Summary>>,
@@ -252,7 +256,10 @@ impl KeyEntry {
             backoffs: plain::AtomicU32::new(0),
             window_allocs: plain::AtomicU64::new(0),
             window_misses: plain::AtomicU64::new(0),
+            window_bytes: plain::AtomicU64::new(0),
+            window_diverged_bytes: plain::AtomicU64::new(0),
             window_passes: plain::AtomicU32::new(0),
+            diverged_windows: plain::AtomicU32::new(0),
             counters: KeyCounters::default(),
             summary: std::cell::UnsafeCell::new(None),
         })
@@ -303,6 +310,7 @@ impl KeyEntry {
                 return Err(new);
             };
             if self.transition(from, KeyState::Planned(new)) {
+                self.diverged_windows.store(0, Ordering::Relaxed);
                 if !old.is_null() {
                     // SAFETY: `old` was this key's plan and no state refers to it now.
                     unsafe { reclaimer.retire(old, &self.readers) };
@@ -469,24 +477,41 @@ impl KeyEntry {
         }
     }
 
-    /// Adds a replayed pass to the divergence window; returns `true` when the key
-    /// diverges from its profile often enough (see `PassCounters::diverged`) to be
-    /// profiled again.
+    /// Adds a replayed pass to the divergence window; returns `true` when the key's
+    /// divergence persists: [`DIVERGED_WINDOWS`] windows of `window` passes in a row in
+    /// which the misses that say the program diverged exceed `ratio` of the allocations
+    /// or of the bytes. A thread's first pass making allocations of its own, or any other
+    /// one-off, does not re-profile the key.
     pub(crate) fn note_divergence(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
         let r = Ordering::Relaxed;
         let allocs = self.window_allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.window_misses.fetch_add(c.diverged(), r) + c.diverged();
+        let all = c.slab_bytes + c.diverged_bytes;
+        let bytes = self.window_bytes.fetch_add(all, r) + all;
+        let dbytes = self.window_diverged_bytes.fetch_add(c.diverged_bytes, r) + c.diverged_bytes;
         let passes = self.window_passes.fetch_add(1, r) + 1;
         if passes < window {
             return false;
         }
         self.window_allocs.store(0, r);
         self.window_misses.store(0, r);
+        self.window_bytes.store(0, r);
+        self.window_diverged_bytes.store(0, r);
         self.window_passes.store(0, r);
+        let diverged = allocs > 0
+            && (misses as f64 > ratio * allocs as f64 || dbytes as f64 > ratio * bytes as f64);
+        if !diverged {
+            self.diverged_windows.store(0, r);
+            return false;
+        }
+        let streak = self.diverged_windows.fetch_add(1, r) + 1;
         // Re-profiling is rate-limited: at most 8 times per key.
-        allocs > 0 && misses as f64 > ratio * allocs as f64 && self.counters.replans.load(r) < 8
+        streak >= DIVERGED_WINDOWS && self.counters.replans.load(r) < 8
     }
 }
+
+/// Consecutive diverged windows that re-profile a key.
+pub(crate) const DIVERGED_WINDOWS: u32 = 2;
 
 /// Plans kept, their instances and pinned instances, and resident bytes, over all keys.
 pub(crate) fn totals() -> (u64, u64, u64, u64) {

@@ -141,9 +141,25 @@ pub(crate) struct PassCounters {
     pub(crate) slab_hits: u64,
     pub(crate) slab_bytes: u64,
     pub(crate) misses: [u64; MISS_REASONS],
+    /// Bytes of the misses that say the program diverged (see `diverged`).
+    pub(crate) diverged_bytes: u64,
 }
 
 impl PassCounters {
+    /// Whether a miss for `reason` says the program diverged from its profile.
+    pub(crate) fn diverges(reason: MissReason) -> bool {
+        !matches!(reason, MissReason::Escaping | MissReason::NoSlab)
+    }
+
+    /// Counts a miss of `bytes` for `reason`.
+    #[inline]
+    pub(crate) fn miss(&mut self, reason: MissReason, bytes: u64) {
+        self.misses[reason as usize] += 1;
+        if PassCounters::diverges(reason) {
+            self.diverged_bytes += bytes;
+        }
+    }
+
     /// Misses that say the program diverged from its profile (escapes and missing slabs
     /// do not: profiling again would not change them).
     pub(crate) fn diverged(&self) -> u64 {

@@ -278,9 +278,16 @@ impl Trace {
     /// The planner problem of the pass: one buffer per non-escaping chain, with the
     /// alignment raised by [`plan_align`]. Also returns the chain of each buffer.
     pub fn to_problem(&self) -> (Problem, Vec<Chain>) {
+        self.to_problem_seen(&[])
+    }
+
+    /// As [`Trace::to_problem`], each chain widened to what earlier profiles saw for its
+    /// key (`seen`, by root allocation; see [`Seen`]).
+    pub(crate) fn to_problem_seen(&self, seen: &[Option<Seen>]) -> (Problem, Vec<Chain>) {
         let chains: Vec<Chain> = self
             .chains()
             .into_iter()
+            .map(|c| c.widened(seen))
             .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN)
             .collect();
         let buffers = chains
@@ -295,6 +302,29 @@ impl Trace {
         // is then simply not planned.
         let problem = Problem::new(buffers).unwrap_or_default();
         (problem, chains)
+    }
+}
+
+/// What earlier profiles of a pass saw for one allocation key (merged into a new plan so
+/// that plans converge: see `merge.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The smallest request.
+    pub(crate) min: u64,
+    /// The largest size (over the realloc chain).
+    pub(crate) max: u64,
+    /// The strictest alignment.
+    pub(crate) align: u64,
+}
+
+impl Chain {
+    /// The chain with its size and alignment raised to what `seen` holds for its root.
+    fn widened(mut self, seen: &[Option<Seen>]) -> Chain {
+        if let Some(Some(s)) = seen.get(self.root as usize) {
+            self.size = self.size.max(s.max);
+            self.align = self.align.max(s.align);
+        }
+        self
     }
 }
 
@@ -347,7 +377,17 @@ pub struct PlanFile {
 impl PlanFile {
     /// Plans a trace with `strategy`.
     pub fn from_trace(trace: &Trace, strategy: OffsetStrategy) -> PlanFile {
-        let (problem, planned) = trace.to_problem();
+        PlanFile::from_trace_seen(trace, strategy, &[])
+    }
+
+    /// Plans a trace with `strategy`, each allocation key widened to what earlier
+    /// profiles saw for it (`seen`, by root allocation).
+    pub(crate) fn from_trace_seen(
+        trace: &Trace,
+        strategy: OffsetStrategy,
+        seen: &[Option<Seen>],
+    ) -> PlanFile {
+        let (problem, planned) = trace.to_problem_seen(seen);
         let plan: OffsetPlan = strategy.plan(&problem);
         let height = plan.height(&problem);
         let lower_bound = memo_planner::offsets_lower_bound(&problem);
@@ -355,17 +395,19 @@ impl PlanFile {
         for (chain, &off) in planned.iter().zip(&plan.offsets) {
             offset_of_root[chain.root as usize] = Some(off);
         }
-        let sizes = trace.chains();
-        let mut slots = Vec::with_capacity(sizes.len());
-        for c in &sizes {
+        let chains = trace.chains();
+        let mut slots = Vec::with_capacity(chains.len());
+        for c in chains.into_iter().map(|c| c.widened(seen)) {
             let a = &trace.allocations[c.root as usize];
             let Some(ordinal) = a.ordinal else { continue };
+            // The request that takes the slot is the chain's first: for a realloc chain,
+            // smaller than the planned size; earlier profiles may have seen smaller ones.
+            let earlier = seen.get(c.root as usize).copied().flatten();
+            let min = earlier.map_or(a.size, |s| s.min.min(a.size));
             slots.push(PlanSlot {
                 scope: a.scope,
                 ordinal,
-                // The request that takes the slot is the chain's first: for a realloc
-                // chain, smaller than the planned size.
-                min_size: (a.size < c.size).then_some(a.size),
+                min_size: (min < c.size).then_some(min),
                 size: c.size,
                 align: plan_align(c.align, c.size),
                 offset: offset_of_root[c.root as usize],

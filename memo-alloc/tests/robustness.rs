@@ -417,3 +417,118 @@ fn child_reclamation() {
     assert!(s.slabs <= 2, "instances of freed plans remain: {s:?}");
     assert_eq!(s.plans, 2, "{s:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Plans that converge (issue 10.2).
+// ---------------------------------------------------------------------------------------
+
+/// A pass of `n` buffers whose sizes depend on `shape` (as a bucket's shapes do).
+fn shaped(n: usize, shape: usize) -> u64 {
+    let mut kept: Vec<Vec<u8>> = Vec::with_capacity(4);
+    let mut sum = 0;
+    for i in 0..n {
+        let size = 512 + 64 * (i % 5) + 32 * shape;
+        kept.push(black_box(vec![i as u8; size]));
+        if kept.len() == 4 {
+            sum += kept.iter().map(|v| v[0] as u64).sum::<u64>();
+            kept.clear();
+        }
+    }
+    sum
+}
+
+#[test]
+fn jittering_sizes_stop_missing_after_a_few_profiles() {
+    run_child("child_jitter", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_jitter() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "jitter";
+    let mut late = None;
+    for pass in 0..80usize {
+        if pass == 60 {
+            late = memo_alloc::report(KEY);
+        }
+        let _p = memo_alloc::pass(KEY);
+        black_box(shaped(40, pass % 2)); // sizes alternate between passes
+    }
+    let r = memo_alloc::report(KEY).unwrap();
+    let late = late.unwrap();
+    assert!(r.passes_profiled <= 4, "{r:?}");
+    let missed: u64 =
+        r.misses_by_reason.iter().sum::<u64>() - late.misses_by_reason.iter().sum::<u64>();
+    assert_eq!(missed, 0, "converged: {r:?}");
+    assert_eq!(r.slab_hits - late.slab_hits, 20 * r.allocations, "{r:?}");
+}
+
+#[test]
+fn a_threads_one_off_allocations_do_not_reprofile() {
+    run_child("child_one_off", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_one_off() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "one-off";
+    let run = |extra: usize| {
+        let _p = memo_alloc::pass(KEY);
+        // A new thread's first pass initialises state of its own: extra allocations.
+        let init: Vec<Vec<u8>> = (0..extra).map(|i| vec![1; 100 + i]).collect();
+        black_box(shaped(40, 0));
+        drop(init);
+    };
+    for _ in 0..10 {
+        run(0);
+    }
+    std::thread::spawn(move || run(40)).join().unwrap();
+    for _ in 0..10 {
+        run(0);
+    }
+    let r = memo_alloc::report(KEY).unwrap();
+    assert_eq!(r.passes_profiled, 1, "{r:?}");
+}
+
+#[test]
+fn a_first_passs_one_time_allocations_drop_out_of_the_plan() {
+    run_child("child_one_time", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_one_time() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "one-time";
+    let mut state: Option<Vec<Vec<u8>>> = None;
+    let mut late = None;
+    for pass in 0..40usize {
+        if pass == 30 {
+            late = memo_alloc::report(KEY);
+        }
+        let _p = memo_alloc::pass(KEY);
+        // The first pass builds lazily initialised state, which it frees again (a cache
+        // filled and trimmed, say): allocations the later passes do not make.
+        if state.is_none() {
+            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+            black_box(&s);
+            state = Some(Vec::new());
+        }
+        black_box(shaped(60, 0));
+    }
+    let r = memo_alloc::report(KEY).unwrap();
+    let late = late.unwrap();
+    assert!(r.passes_profiled <= 3, "{r:?}");
+    let missed: u64 =
+        r.misses_by_reason.iter().sum::<u64>() - late.misses_by_reason.iter().sum::<u64>();
+    assert_eq!(missed, 0, "{r:?}");
+    assert_eq!(r.slab_hits - late.slab_hits, 10 * r.allocations, "{r:?}");
+}
