@@ -2,15 +2,18 @@
 
 use std::marker::PhantomData;
 
+use crate::context::{Context, MAX_DEPTH, UNKNOWN};
 use crate::lifecycle;
-use crate::pass::{Mode, Pass, MAX_DEPTH, UNKNOWN};
+use crate::pass::{Mode, PassState};
 use crate::stats::AbandonReason;
 use crate::tls;
 
-/// Ends the pass when dropped (**contract**). Not `Send`: a pass belongs to its thread.
+/// Ends the pass when dropped (**contract**). Not `Send`: a pass belongs to its thread
+/// (see [`crate::Pass`] for one that moves, and [`crate::current`] to carry it to helper
+/// threads).
 ///
 /// Guards may be dropped in any order: each ends its own pass (or scope), identified by
-/// the pass's serial number, and does nothing if that pass has ended already.
+/// its serial number, and does nothing if that pass has ended already.
 #[must_use = "the pass ends when this guard is dropped"]
 pub struct PassGuard {
     kind: GuardKind,
@@ -18,8 +21,8 @@ pub struct PassGuard {
 }
 
 enum GuardKind {
-    /// A pass of its own, by serial.
-    Pass(u64),
+    /// A pass of its own, and its main context on this thread.
+    Pass { pass: *const PassState, main: u64 },
     /// A `pass()` inside a pass: a scope of it, ended when the guard drops.
     Scope { _op: OpGuard },
     /// No pass could be started (no memory): the guard does nothing.
@@ -29,27 +32,35 @@ enum GuardKind {
 /// Ends the op scope when dropped (**contract**). Not `Send`.
 #[must_use = "the scope ends when this guard is dropped"]
 pub struct OpGuard {
-    /// The pass the scope belongs to (0: none, outside passes).
-    serial: u64,
+    /// The context the scope belongs to (0: none, outside passes).
+    context: u64,
     /// Stack depth before the scope was entered.
     depth: u32,
     _not_send: PhantomData<*mut ()>,
 }
 
 /// Starts a pass of `key`: the first pass of a key is profiled, later ones are replayed
-/// from a slab. A pass inside a pass is an inner scope named `key`.
+/// from a slab. A pass inside a pass (or inside a helper context of one) is an inner scope
+/// named `key`. Keys may be made at run time (a model name, a shape bucket): they are
+/// copied once into the plan registry, which holds at most 4,096 keys; the plans kept are
+/// bounded by `Config::max_plans`.
 ///
 /// ```
 /// let _pass = memo_alloc::pass("model");
 /// let v: Vec<u8> = vec![0; 1024]; // recorded, or served from the slab
 /// drop(v);
+///
+/// let seq = 300;
+/// let key = format!("bert/seq<={}", memo_alloc::Buckets::powers_of_two().bucket(seq));
+/// let _p = memo_alloc::pass(&key); // a run-time key (here an inner scope of "model")
 /// ```
-pub fn pass(key: &'static str) -> PassGuard {
+pub fn pass(key: &str) -> PassGuard {
     let kind = if !tls::pass().is_null() {
-        GuardKind::Scope { _op: op(key) }
+        let name = tls::with_bookkeeping(|| interned(key));
+        GuardKind::Scope { _op: op(name) }
     } else {
         match tls::with_bookkeeping(|| lifecycle::start(key)) {
-            Some(serial) => GuardKind::Pass(serial),
+            Some((pass, main)) => GuardKind::Pass { pass, main },
             None => GuardKind::Nothing,
         }
     };
@@ -59,27 +70,35 @@ pub fn pass(key: &'static str) -> PassGuard {
     }
 }
 
+/// `key` as a `'static` string: the plan registry's copy (entries are never freed).
+fn interned(key: &str) -> &'static str {
+    crate::registry::entry(key).map_or("?", |e| &e.key)
+}
+
 impl Drop for PassGuard {
     fn drop(&mut self) {
-        if let GuardKind::Pass(serial) = self.kind {
+        if let GuardKind::Pass { pass, main } = self.kind {
             let abandon = std::thread::panicking().then_some(AbandonReason::Panic);
-            tls::with_bookkeeping(|| lifecycle::end(serial, abandon));
+            tls::with_bookkeeping(|| {
+                lifecycle::leave(main);
+                lifecycle::end(pass, abandon);
+            });
         }
         // A scope ends when its `OpGuard` field drops, right after this.
     }
 }
 
-/// This thread's running pass, if `serial` names it (or any, for `None`).
+/// This thread's current context, if `serial` names it (or any, for `None`).
 ///
 /// # Safety
-/// The returned reference must not outlive the pass: use it within the caller's call,
-/// on this thread, without ending the pass.
-unsafe fn running<'a>(serial: Option<u64>) -> Option<&'a mut Pass> {
+/// The returned reference must not outlive the context: use it within the caller's
+/// call, on this thread, without leaving the context.
+unsafe fn current<'a>(serial: Option<u64>) -> Option<&'a mut Context> {
     let p = tls::pass();
-    // SAFETY: a non-null pass pointer is this thread's running pass, owned by lifecycle
-    // and only touched by this thread.
-    let pass = unsafe { p.as_mut()? };
-    serial.is_none_or(|s| s == pass.serial).then_some(pass)
+    // SAFETY: a non-null pointer is this thread's current context, owned by this thread
+    // while entered.
+    let ctx = unsafe { p.as_mut()? };
+    serial.is_none_or(|s| s == ctx.serial).then_some(ctx)
 }
 
 /// Enters op scope `name` inside the running pass; outside a pass it does nothing.
@@ -88,22 +107,22 @@ unsafe fn running<'a>(serial: Option<u64>) -> Option<&'a mut Pass> {
 /// that run in another order than when profiled still find their slots.
 pub fn op(name: &'static str) -> OpGuard {
     // SAFETY: used within this call.
-    let Some(pass) = (unsafe { running(None) }) else {
+    let Some(ctx) = (unsafe { current(None) }) else {
         return OpGuard {
-            serial: 0,
+            context: 0,
             depth: 0,
             _not_send: PhantomData,
         };
     };
-    let depth = pass.depth();
+    let depth = ctx.depth();
     if (depth as usize) < MAX_DEPTH {
-        let node = enter_scope(pass, name);
-        pass.push_scope(node);
+        let node = enter_scope(ctx, name);
+        ctx.push_scope(node);
     } else {
-        pass.push_scope(UNKNOWN); // not stored: its allocations stay with the ancestor
+        ctx.push_scope(UNKNOWN); // not stored: its allocations stay with the ancestor
     }
     OpGuard {
-        serial: pass.serial,
+        context: ctx.serial,
         depth,
         _not_send: PhantomData,
     }
@@ -111,51 +130,52 @@ pub fn op(name: &'static str) -> OpGuard {
 
 impl Drop for OpGuard {
     fn drop(&mut self) {
-        if self.serial == 0 {
+        if self.context == 0 {
             return;
         }
         // SAFETY: used within this call.
-        let Some(pass) = (unsafe { running(Some(self.serial)) }) else {
-            return; // its pass ended first
+        let Some(ctx) = (unsafe { current(Some(self.context)) }) else {
+            return; // its context was left first
         };
         // The node this guard entered (still in its stack slot: inner scopes used deeper
         // slots); none past the stack's capacity.
-        let node = pass.node_at(self.depth);
-        pass.pop_to(self.depth);
-        if pass.recorder.is_some() {
+        let node = ctx.node_at(self.depth);
+        ctx.pop_to(self.depth);
+        if ctx.recorder.is_some() {
             tls::with_bookkeeping(|| {
-                if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.exit_scope(node)) {
-                    lifecycle::abandon_running(pass, reason);
+                if let Some(Err(reason)) = ctx.recorder.as_mut().map(|r| r.exit_scope(node)) {
+                    lifecycle::abandon_running(ctx, reason);
                 }
             });
         }
     }
 }
 
-/// The scope node of op `name` entered under the pass's innermost scope.
-fn enter_scope(pass: &mut Pass, name: &'static str) -> u32 {
-    let parent = pass.top();
-    if pass.recorder.is_some() {
+/// The scope node of op `name` entered under the context's innermost scope.
+fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
+    let parent = ctx.top();
+    if ctx.recorder.is_some() {
         return tls::with_bookkeeping(|| {
-            match pass.recorder.as_mut().map(|r| r.enter_scope(parent, name)) {
+            match ctx.recorder.as_mut().map(|r| r.enter_scope(parent, name)) {
                 Some(Ok(node)) => node,
                 Some(Err(reason)) => {
-                    lifecycle::abandon_running(pass, reason);
+                    lifecycle::abandon_running(ctx, reason);
                     UNKNOWN
                 }
                 None => UNKNOWN,
             }
         });
     }
-    if pass.mode != Mode::Replay || pass.inst.is_null() || parent == UNKNOWN {
+    if ctx.pass().mode != Mode::Replay || ctx.inst.is_null() || parent == UNKNOWN {
         return UNKNOWN;
     }
-    // SAFETY: a replayed pass holds its plan and instance until it ends.
-    let (plan, inst) = unsafe { (&*pass.plan, &*pass.inst) };
+    // SAFETY: a replayed pass holds its plan and instance until it is finished.
+    let (plan, inst) = unsafe { (&*ctx.plan, &*ctx.inst) };
     let Some((base, count)) = plan.scope_group(parent, name) else {
         return UNKNOWN;
     };
-    // SAFETY: the occurrences are written only by this thread, the instance's owner.
+    // SAFETY: the occurrences of a context's scopes are written only by the thread in it
+    // (one thread per context: see `Instance::claim_node`).
     let k = unsafe {
         inst.occurrences.with_mut(|occ| {
             let o = &mut occ[base as usize];
@@ -179,11 +199,11 @@ pub fn observe<T: ?Sized>(ptr: *const T) -> Option<u32> {
     let addr = ptr as *const u8 as usize;
     tls::with_bookkeeping(|| {
         // SAFETY: used within this call.
-        let pass = unsafe { running(None) }?;
-        match pass.recorder.as_mut()?.observe(addr) {
+        let ctx = unsafe { current(None) }?;
+        match ctx.recorder.as_mut()?.observe(addr) {
             Ok(found) => found,
             Err(reason) => {
-                lifecycle::abandon_running(pass, reason);
+                lifecycle::abandon_running(ctx, reason);
                 None
             }
         }

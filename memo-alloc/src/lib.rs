@@ -68,9 +68,12 @@
 #![warn(missing_docs)]
 
 mod api;
+mod buckets;
 mod cache;
+mod carry;
 mod compile;
 pub mod config;
+mod context;
 mod fallible;
 pub mod files;
 mod fork;
@@ -102,12 +105,14 @@ pub mod trace;
 use std::alloc::{GlobalAlloc, Layout, System};
 
 pub use api::{observe, op, pass, OpGuard, PassGuard};
+pub use buckets::{prewarm, Buckets};
+pub use carry::{current, EnterGuard, InPass, Pass, PassHandle};
 pub use config::{configure, Config, Mode, Planner};
 pub use planner::{is_planner_thread, wait_for_plans};
 pub use report::{report, stats, PassReport};
 pub use stats::{AbandonReason, MissReason, PlanRejection, Stats};
 
-use pass::Pass;
+use context::Context;
 use tls::Hot;
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
@@ -160,7 +165,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// # Safety
     /// `pass` is this thread's replayed pass; the rest as `GlobalAlloc::alloc`.
     #[inline]
-    unsafe fn alloc_replayed(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+    unsafe fn alloc_replayed(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: `pass` is this thread's replayed pass.
         match unsafe { replay::alloc(pass, layout) } {
             Ok(ptr) => {
@@ -188,7 +193,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline(never)]
     unsafe fn alloc_missed(
         &self,
-        pass: &mut Pass,
+        pass: &mut Context,
         miss: MissReason,
         layout: Layout,
         zeroed: bool,
@@ -216,7 +221,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// # Safety
     /// `pass` is this thread's profiled pass; the rest as `GlobalAlloc::alloc`.
     #[inline(never)]
-    unsafe fn alloc_profiled(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+    unsafe fn alloc_profiled(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: forwarded.
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
@@ -248,7 +253,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// # Safety
     /// `pass` is this thread's running pass; the rest as `GlobalAlloc::alloc`.
     #[inline]
-    unsafe fn alloc_counted(&self, pass: &mut Pass, layout: Layout, zeroed: bool) -> *mut u8 {
+    unsafe fn alloc_counted(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: forwarded.
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if !ptr.is_null() {

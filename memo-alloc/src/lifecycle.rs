@@ -1,37 +1,46 @@
-//! How a pass starts and ends.
+//! How passes start and end, and how their contexts are entered and left.
 //!
-//! At start a pass is profiled, replayed or run on the backend ([`choose`]): the key's
-//! state (see `registry`), admission to the plan cache, and a backoff after abandoned
-//! profiles decide. At end ([`end`]) a profile is planned and published (`planning`), a
-//! replay gives its slab instance back and adds its counters, and a pass cut short (a
-//! panic, a thread exit, a failed or unbounded profile) is *abandoned*: its profile is not
-//! planned and its replay counts toward no re-profiling.
+//! A pass is made ([`make`]) profiled, replayed or run on the backend ([`choose`]): the
+//! key's state (see `registry`), admission to the plan cache, and a backoff after
+//! abandoned profiles decide. A thread works in a pass through a context: the main one
+//! ([`enter_main`], by `pass()` or a future wrapper's poll) or a helper ([`enter_helper`],
+//! by `PassHandle::enter`), and [`leave`]s it. The owner [`end`]s the pass; when the last
+//! holder of its resources leaves, the pass is [`finish`]ed: its profile (the main
+//! context's recording and the helpers') goes to the planner, its replay gives its slab
+//! instance back and adds its counters. A pass cut short (a panic, a thread exit, a
+//! failed or unbounded profile) is *abandoned*: its profile is not planned and its replay
+//! counts toward no re-profiling.
 //!
-//! Passes are identified by a serial number, not by their position on a stack: whatever
-//! order guards are dropped in, each ends its own pass or nothing.
+//! Contexts are identified by serial numbers, not by their place on a stack: whatever
+//! order guards are dropped in, each leaves its own context or nothing.
 
 use std::ptr;
 
 use crate::cache;
 use crate::config::{self, Config, Mode as ConfigMode};
+use crate::context::{Context, UNKNOWN};
 use crate::fallible::try_box;
 use crate::fork;
-use crate::pass::{Mode, Pass};
+use crate::pass::{Mode, PassState};
 use crate::planner;
 use crate::planning::{Job, Pinned};
 use crate::reclaim::RECLAIMER;
 use crate::recorder::{Bounds, Recorder};
 use crate::registry::{self, KeyEntry, KeyState};
 use crate::slab::Released;
-use crate::stats::{self, AbandonReason, MissReason, GLOBAL};
+use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
 use crate::sync::{plain, Ordering};
 use crate::tls::{self, Hot};
 
 static SERIAL: plain::AtomicU64 = plain::AtomicU64::new(1);
 
+fn next_serial() -> u64 {
+    SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
 thread_local! {
-    /// Registered at a thread's first pass; its destructor ends a pass the thread left
-    /// unfinished when it exited (a leaked guard), so the key is not stuck being profiled.
+    /// Registered at a thread's first pass; its destructor leaves every context the thread
+    /// still has entered when it exits (a leaked guard), and ends the passes it owns.
     static SENTINEL: Sentinel = const { Sentinel };
 }
 
@@ -39,12 +48,21 @@ struct Sentinel;
 
 impl Drop for Sentinel {
     fn drop(&mut self) {
-        let p = tls::pass();
-        if !p.is_null() {
-            // SAFETY: this thread's running pass.
-            let serial = unsafe { (*p).serial };
-            tls::with_bookkeeping(|| end(serial, Some(AbandonReason::ThreadExit)));
-        }
+        tls::with_bookkeeping(|| loop {
+            let top = tls::pass();
+            // SAFETY: a non-null pointer is this thread's current context.
+            let Some(ctx) = (unsafe { top.as_mut() }) else {
+                return;
+            };
+            ctx.abandoned.get_or_insert(AbandonReason::ThreadExit);
+            let (serial, pass, owned) = (ctx.serial, ctx.pass, ctx.helper.is_none());
+            leave(serial);
+            // SAFETY: the context held the pass; a pass made by `pass()` on this thread
+            // is owned by it, and its guard will never run.
+            if owned && unsafe { (*pass).bound } {
+                end(pass, Some(AbandonReason::ThreadExit));
+            }
+        });
     }
 }
 
@@ -57,51 +75,44 @@ fn enabled_config() -> Option<&'static Config> {
     Some(config::config()).filter(|c| c.mode != ConfigMode::Off)
 }
 
-/// Starts a pass of `key` on this thread, which runs none (with the re-entrancy guard
-/// set). Returns the pass's serial number, or `None` when no memory was left for it (its
-/// guard then does nothing).
-pub(crate) fn start(key: &str) -> Option<u64> {
-    debug_assert!(tls::pass().is_null(), "one pass per thread");
+/// Makes a pass of `key` with its main context checked in; the caller holds the owner's
+/// reference and activity. `None` when no memory was left.
+fn make(key: &str, bound: bool) -> Option<*const PassState> {
     fork::once();
     planner::restart_if_needed();
-    let _ = SENTINEL.try_with(|_| ());
-    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
     let cfg = enabled_config();
     let entry = cfg.and_then(|_| registry::entry(key));
-    let mut pass = try_box(Pass::new(serial, entry))?;
+    let mut state = try_box(PassState::new(entry, cfg.is_some()))?;
+    state.bound = bound;
+    let mut recorder = None;
     if let (Some(cfg), Some(entry)) = (cfg, entry) {
         entry.touch();
         cache::age(cache::aging_period(cfg.max_plans));
-        choose(entry, cfg, &mut pass);
+        recorder = choose(entry, cfg, &mut state);
     }
-    let hot = match (pass.mode, cfg.is_some()) {
-        (Mode::Profile, _) => Hot::Profile,
-        // A replay without a slab counts its allocations on the backend path; they are
-        // all `NoSlab` misses (see `end_replay`).
-        (Mode::Replay, _) if pass.no_slab => Hot::Counted,
-        (Mode::Replay, _) => Hot::Replay,
-        (Mode::Backend, true) => Hot::Counted,
-        (Mode::Backend, false) => Hot::Backend,
+    let mut main = Context::new(next_serial(), &state, 0, None);
+    main.recorder = recorder;
+    let Some(main) = try_box(main) else {
+        let p = Box::into_raw(state);
+        // SAFETY: just made; finished and freed at once, as an abandoned pass.
+        unsafe {
+            (*p).note_abandoned(AbandonReason::OutOfMemory);
+            finish(&*p);
+            drop(Box::from_raw(p));
+        }
+        return None;
     };
-    let p = Box::into_raw(pass);
-    tls::with(
-        |s| {
-            s.pass.set(p);
-            tls::set_mode(s, hot);
-        },
-        (),
-    );
-    Some(serial)
+    state.check_in_main(Box::into_raw(main));
+    Some(Box::into_raw(state))
 }
 
-/// Profile, replay or backend for this pass of `entry`.
-fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut Pass) {
+/// Profile, replay or backend for this pass of `entry`; the recorder of a profile.
+fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Option<Recorder> {
+    let key: &'static str = &entry.key; // entries are never freed
     if cfg.mode == ConfigMode::Profile {
-        if let Some(rec) = Recorder::new(entry_key(entry), cfg.backtrace, Bounds::of(cfg)) {
-            pass.recorder = Some(rec);
-            pass.mode = Mode::Profile;
-        }
-        return;
+        let rec = Recorder::new(key, cfg.backtrace, Bounds::of(cfg))?;
+        pass.mode = Mode::Profile;
+        return Some(rec);
     }
     let state = entry.state();
     if matches!(state, KeyState::Unplanned | KeyState::Stale(_)) && entry.may_profile() {
@@ -112,11 +123,10 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut Pass) {
             stats::add(&entry.counters.admissions_refused, 1);
         } else if entry.begin_profile() {
             entry.note_profile(cfg.max_plans);
-            match Recorder::new(entry_key(entry), cfg.backtrace, Bounds::of(cfg)) {
+            match Recorder::new(key, cfg.backtrace, Bounds::of(cfg)) {
                 Some(rec) => {
-                    pass.recorder = Some(rec);
                     pass.mode = Mode::Profile;
-                    return;
+                    return Some(rec);
                 }
                 None => {
                     entry.abandon_profile();
@@ -131,7 +141,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut Pass) {
     // Replay the published plan (also while another thread re-profiles the key).
     let (_reading, slabs) = entry.read();
     if slabs.is_null() {
-        return;
+        return None;
     }
     // SAFETY: the read guard keeps the plan from being freed until we registered with it
     // through `acquire` (which counts us in `active`).
@@ -147,60 +157,299 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut Pass) {
         }
         None => pass.no_slab = true, // every allocation misses with NoSlab
     }
+    None
 }
 
-/// The key as a `'static` string: entries are never freed.
-fn entry_key(entry: &'static KeyEntry) -> &'static str {
-    &entry.key
+/// `pass()`: makes a pass of `key` owned by this thread and enters its main context.
+/// Returns the pass and the main context's serial.
+pub(crate) fn start(key: &str) -> Option<(*const PassState, u64)> {
+    debug_assert!(tls::pass().is_null(), "pass() inside a pass is a scope");
+    let _ = SENTINEL.try_with(|_| ());
+    let p = make(key, true)?;
+    // SAFETY: just made; this thread holds the owner's reference.
+    let serial = enter_main(unsafe { &*p }).expect("a new pass's main context is free");
+    Some((p, serial))
 }
 
-/// Ends this thread's pass `serial`, if it is the running one (with the re-entrancy guard
-/// set). `abandon`: the pass is cut short (a panic, a thread exit).
-pub(crate) fn end(serial: u64, abandon: Option<AbandonReason>) {
-    let p = tls::with(
+/// `Pass::new`: makes a pass of `key` owned by the caller, not entered anywhere.
+pub(crate) fn create(key: &str) -> Option<*const PassState> {
+    make(key, false)
+}
+
+/// The allocation path's mode for `ctx`.
+fn hot_of(ctx: &Context) -> Hot {
+    let pass = ctx.pass();
+    if ctx.abandoned.is_some() {
+        Hot::Backend
+    } else if ctx.recorder.is_some() {
+        Hot::Profile
+    } else if pass.mode == Mode::Replay && !ctx.inst.is_null() {
+        Hot::Replay
+    } else if pass.counted {
+        Hot::Counted
+    } else {
+        Hot::Backend
+    }
+}
+
+/// Makes `ctx` this thread's current context.
+fn push(ctx: *mut Context) {
+    let _ = SENTINEL.try_with(|_| ());
+    tls::with(
         |s| {
-            let p = s.pass.get();
-            // SAFETY: a non-null pass pointer is this thread's running pass.
-            if p.is_null() || unsafe { (*p).serial } != serial {
-                return ptr::null_mut();
+            // SAFETY: `ctx` is a live context this thread just took.
+            let c = unsafe { &mut *ctx };
+            c.prev = s.pass.get();
+            s.pass.set(ctx);
+            tls::set_mode(s, hot_of(c));
+        },
+        (),
+    );
+}
+
+/// Takes context `serial` off this thread's stack of contexts (wherever it is in it);
+/// null if the thread has no such context.
+fn pop(serial: u64) -> *mut Context {
+    tls::with(
+        |s| {
+            let mut link: *mut Context = ptr::null_mut(); // the context above the current one
+            let mut cur = s.pass.get();
+            // SAFETY: the stack holds live contexts this thread entered.
+            while let Some(c) = unsafe { cur.as_mut() } {
+                if c.serial == serial {
+                    match unsafe { link.as_mut() } {
+                        None => {
+                            s.pass.set(c.prev);
+                            // SAFETY: as above.
+                            let hot = unsafe { c.prev.as_ref() }.map_or(Hot::Backend, hot_of);
+                            tls::set_mode(s, hot);
+                        }
+                        Some(above) => above.prev = c.prev,
+                    }
+                    c.prev = ptr::null_mut();
+                    return cur;
+                }
+                link = cur;
+                cur = c.prev;
             }
-            s.pass.set(ptr::null_mut());
-            tls::set_mode(s, Hot::Backend);
-            p
+            ptr::null_mut()
         },
         ptr::null_mut(),
-    );
-    if p.is_null() {
-        return; // ended already (by the thread's exit) or not started
+    )
+}
+
+/// Enters `pass`'s main context on this thread (with the re-entrancy guard set);
+/// `None` if another thread has it entered.
+pub(crate) fn enter_main(pass: &PassState) -> Option<u64> {
+    let main = pass.check_out_main();
+    if main.is_null() {
+        return None;
     }
-    // SAFETY: `p` came from Box::into_raw in `start` and was just detached from the thread.
-    let mut pass = unsafe { Box::from_raw(p) };
-    let abandon = pass.abandoned.or(abandon);
-    match pass.mode {
-        Mode::Profile => end_profile(&mut pass, abandon),
-        Mode::Replay => end_replay(&mut pass, abandon),
+    // SAFETY: checked out: this thread owns the main context until it checks it in.
+    let serial = unsafe { (*main).serial };
+    push(main);
+    Some(serial)
+}
+
+/// Enters helper context `id` of `pass` on this thread (with the re-entrancy guard set);
+/// `None` once the pass has ended (the thread's allocations then stay where they were).
+pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
+    if !pass.activate() {
+        return None;
+    }
+    pass.retain();
+    let root = match pass.mode {
+        Mode::Replay if !pass.inst.is_null() => helper_node(pass, id),
+        _ => 0,
+    };
+    let mut ctx = Context::new(next_serial(), pass, root, Some(id));
+    if pass.mode == Mode::Replay && !claim_helper(pass, root) {
+        ctx.inst = ptr::null_mut(); // taken by another thread, or unknown: on the backend
+    }
+    if pass.mode == Mode::Profile {
+        let cfg = config::config();
+        let key: &'static str = pass.entry.map_or("", |e| &e.key);
+        ctx.recorder = Recorder::new(key, cfg.backtrace, Bounds::of(cfg));
+        if ctx.recorder.is_none() {
+            ctx.abandoned = Some(AbandonReason::OutOfMemory);
+        }
+    }
+    let Some(ctx) = try_box(ctx) else {
+        release_helper_claim(pass, root);
+        leave_resources(pass);
+        return None;
+    };
+    let serial = ctx.serial;
+    push(Box::into_raw(ctx));
+    Some(serial)
+}
+
+/// The plan's node of helper `id` (the scope `@<id>` of the pass's root), or `UNKNOWN`.
+fn helper_node(pass: &PassState, id: u32) -> u32 {
+    // SAFETY: a replay holds its plan until it is finished.
+    let plan = unsafe { &*pass.plan };
+    let mut buf = [0u8; 16];
+    plan.scope_group(0, helper_name(id, &mut buf))
+        .map_or(UNKNOWN, |(base, _)| base)
+}
+
+/// `@<id>`, written into `buf`: the scope name of helper context `id`.
+pub(crate) fn helper_name(id: u32, buf: &mut [u8; 16]) -> &str {
+    use std::io::Write;
+    let mut w = &mut buf[..];
+    let _ = write!(w, "@{id}");
+    let len = 16 - w.len();
+    std::str::from_utf8(&buf[..len]).unwrap_or("@")
+}
+
+/// Claims helper node `root` of the pass's instance for this thread (one thread per
+/// helper context at a time).
+fn claim_helper(pass: &PassState, root: u32) -> bool {
+    // SAFETY: a replay holds its instance until it is finished.
+    root != UNKNOWN && unsafe { (*pass.inst).claim_node(root) }
+}
+
+fn release_helper_claim(pass: &PassState, root: u32) {
+    if pass.mode == Mode::Replay && !pass.inst.is_null() && root != UNKNOWN {
+        // SAFETY: as in `claim_helper`.
+        unsafe { (*pass.inst).release_node(root) };
+    }
+}
+
+/// Leaves context `serial` of this thread (with the re-entrancy guard set): a main
+/// context is checked back in; a helper hands its counts and recording to the pass.
+pub(crate) fn leave(serial: u64) {
+    let ctx = pop(serial);
+    if ctx.is_null() {
+        return; // left already (by the thread's exit) or never entered
+    }
+    // SAFETY: popped: this thread owns it; it holds a reference on its pass.
+    let c = unsafe { &mut *ctx };
+    let pass = c.pass;
+    // SAFETY: as above.
+    let p = unsafe { &*pass };
+    let Some(id) = c.helper else {
+        p.check_in_main(ctx);
+        return;
+    };
+    // SAFETY: a helper context was boxed by `enter_helper`.
+    let mut c = unsafe { Box::from_raw(ctx) };
+    if !c.inst.is_null() {
+        release_helper_claim(p, c.root);
+    }
+    c.counters.allocations = match p.mode {
+        Mode::Replay if !c.inst.is_null() => c.counters.slab_hits + c.counters.missed(),
+        _ => c.counters.allocations,
+    };
+    if p.mode == Mode::Replay && c.inst.is_null() {
+        // A helper the instance could not serve (another thread in it, or unknown).
+        c.counters.misses[MissReason::NoSlab as usize] += c.counters.allocations;
+    }
+    p.add_counters(&c.counters);
+    if let Some(reason) = c.abandoned {
+        p.note_abandoned(reason);
+    }
+    if let Some(rec) = c.recorder.take() {
+        p.push_fragment(id, rec);
+    }
+    drop(c);
+    leave_resources(p);
+    if p.release() {
+        // SAFETY: the last reference.
+        drop(unsafe { Box::from_raw(pass.cast_mut()) });
+    }
+}
+
+/// A holder of the pass's resources is done; the last one finishes the pass.
+fn leave_resources(p: &PassState) {
+    if p.deactivate() {
+        finish(p);
+    }
+}
+
+/// The owner ends the pass (with the re-entrancy guard set; its main context checked
+/// in). `abandon`: it is cut short (a panic, a thread exit, a cancelled future).
+pub(crate) fn end(pass: *const PassState, abandon: Option<AbandonReason>) {
+    // SAFETY: the owner's reference keeps the pass until released below.
+    let p = unsafe { &*pass };
+    if let Some(reason) = abandon {
+        p.note_abandoned(reason);
+    }
+    p.mark_ended();
+    leave_resources(p);
+    if p.release() {
+        // SAFETY: the last reference.
+        drop(unsafe { Box::from_raw(pass.cast_mut()) });
+    }
+}
+
+/// Finishes a pass whose resources nobody holds any more: every context left (the main
+/// one is checked in), every helper's counts and recording handed in.
+fn finish(p: &PassState) {
+    let main = p.check_out_main();
+    // SAFETY: checked in by everyone who entered it; owned by the pass.
+    let mut main = (!main.is_null()).then(|| unsafe { Box::from_raw(main) });
+    let mut counters = p.helper_counters();
+    let mut recorder = None;
+    let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
+    if let Some(m) = main.as_mut() {
+        let mc = m.counters;
+        if p.mode == Mode::Replay && !m.inst.is_null() {
+            counters.allocations += mc.slab_hits + mc.missed();
+        } else {
+            counters.allocations += mc.allocations;
+        }
+        counters.slab_hits += mc.slab_hits;
+        counters.slab_bytes += mc.slab_bytes;
+        counters.diverged_bytes += mc.diverged_bytes;
+        for (a, b) in counters.misses.iter_mut().zip(mc.misses) {
+            *a += b;
+        }
+        abandon = m.abandoned.or(abandon);
+        recorder = m.recorder.take();
+    }
+    match p.mode {
+        Mode::Profile => finish_profile(p, recorder, abandon, &counters),
+        Mode::Replay => finish_replay(p, &mut counters, abandon),
         Mode::Backend => {
+            // Mode `off` (or a disabled child) counts its passes, not their allocations.
             stats::add(&GLOBAL.passes_backend, 1);
-            stats::add(&GLOBAL.backend_pass_allocations, pass.counters.allocations);
-            if let Some(e) = pass.entry {
+            stats::add(&GLOBAL.backend_pass_allocations, counters.allocations);
+            if let Some(e) = p.entry {
                 stats::add(&e.counters.passes_backend, 1);
             }
         }
     }
+    drop(main);
     RECLAIMER.reclaim();
 }
 
-fn end_profile(pass: &mut Pass, abandon: Option<AbandonReason>) {
+fn finish_profile(
+    p: &PassState,
+    recorder: Option<Recorder>,
+    abandon: Option<AbandonReason>,
+    counters: &PassCounters,
+) {
     stats::add(&GLOBAL.passes_profiled, 1);
-    stats::add(&GLOBAL.profiled_allocations, pass.counters.allocations);
-    let entry = pass.entry;
+    stats::add(&GLOBAL.profiled_allocations, counters.allocations);
+    let entry = p.entry;
     // This pass's number among the key's profiled passes (names its trace files): taken
     // from the increment itself, so concurrent profiles get distinct numbers.
     let serial = entry.map(|e| e.counters.passes_profiled.fetch_add(1, Ordering::Relaxed) + 1);
-    let trace = match (pass.recorder.take(), abandon) {
-        (Some(rec), None) => rec.finish(),
-        (_, Some(reason)) => Err(reason),
-        (None, None) => Err(AbandonReason::OutOfMemory), // not reached: see `choose`
+    let fragments = p.take_fragments();
+    let trace = match (recorder, abandon, fragments) {
+        (Some(rec), None, Some(fragments)) => rec.finish().and_then(|mut trace| {
+            for f in fragments {
+                let part = f.recorder.finish()?;
+                trace
+                    .adopt_helper(f.helper, part)
+                    .map_err(|_| AbandonReason::OutOfMemory)?;
+            }
+            Ok(trace)
+        }),
+        (_, Some(reason), _) => Err(reason),
+        (_, None, None) => Err(AbandonReason::OutOfMemory),
+        (None, None, _) => Err(AbandonReason::OutOfMemory), // not reached: see `choose`
     };
     let trace = match trace {
         Ok(trace) => trace,
@@ -231,21 +480,20 @@ fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
     }
 }
 
-fn end_replay(pass: &mut Pass, abandon: Option<AbandonReason>) {
-    if pass.no_slab {
-        pass.counters.misses[MissReason::NoSlab as usize] = pass.counters.allocations;
+fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
+    if p.no_slab {
+        counters.misses[MissReason::NoSlab as usize] = counters.allocations;
     }
-    pass.counters.allocations = pass.counters.slab_hits + pass.counters.missed();
-    if !pass.slabs.is_null() {
-        // SAFETY: the pass registered with `slabs` at start; it stays alive until
-        // released here, and the pass is over.
-        let released = unsafe { (*pass.slabs).release(pass.inst, abandon.is_some()) };
+    if !p.slabs.is_null() {
+        // SAFETY: the pass registered with `slabs` at start; it stays alive until released
+        // here, and every context left.
+        let released = unsafe { (*p.slabs).release(p.inst, abandon.is_some()) };
         note_released(&released);
     }
     stats::add(&GLOBAL.passes_replayed, 1);
-    GLOBAL.add_replay(&pass.counters);
-    let Some(e) = pass.entry else { return };
-    e.count_replay(&pass.counters);
+    GLOBAL.add_replay(counters);
+    let Some(e) = p.entry else { return };
+    e.count_replay(counters);
     if abandon.is_some() {
         // Unwinding or exiting: what it allocated says nothing about the profile.
         stats::add(&GLOBAL.replays_abandoned, 1);
@@ -253,9 +501,9 @@ fn end_replay(pass: &mut Pass, abandon: Option<AbandonReason>) {
         return;
     }
     let cfg = config::config();
-    let diverged = e.note_divergence(&pass.counters, cfg.miss_window, cfg.replan_miss_ratio);
-    if diverged && !pass.slabs.is_null() {
-        e.mark_stale(pass.slabs);
+    let diverged = e.note_divergence(counters, cfg.miss_window, cfg.replan_miss_ratio);
+    if diverged && !p.slabs.is_null() {
+        e.mark_stale(p.slabs);
     }
 }
 
@@ -264,15 +512,15 @@ fn note_released(r: &Released) {
     stats::add(&GLOBAL.pages_returned_bytes, r.pages_returned);
 }
 
-/// Gives up this thread's running profile or replay for `reason`, from the allocation
-/// path (with the re-entrancy guard set): the rest of the pass runs on the backend,
-/// uncounted, and the pass is abandoned when it ends.
-pub(crate) fn abandon_running(pass: &mut Pass, reason: AbandonReason) {
-    if pass.abandoned.is_some() {
+/// Gives up this thread's running profile or replay context for `reason`, from the
+/// allocation path (with the re-entrancy guard set): the rest of the context runs on the
+/// backend, uncounted, and the pass is abandoned when it finishes.
+pub(crate) fn abandon_running(ctx: &mut Context, reason: AbandonReason) {
+    if ctx.abandoned.is_some() {
         return;
     }
-    pass.abandoned = Some(reason);
+    ctx.abandoned = Some(reason);
     // Dropping the recorder frees its buffers now (the guard is set: to the backend).
-    drop(pass.recorder.take());
+    drop(ctx.recorder.take());
     tls::with(|s| tls::set_mode(s, Hot::Backend), ());
 }

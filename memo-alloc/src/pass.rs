@@ -1,19 +1,23 @@
-//! The data of a running pass: what its allocations need on the hot path, its counters,
-//! its op-scope stack and its recorder. How a pass starts and ends is `lifecycle.rs`; the
-//! public guards are `api.rs`.
+//! The pass as a whole: its key, what it does (profile, replay or backend), its slab, and
+//! what its contexts hand back when they leave. Shared by its contexts and its handles
+//! (reference-counted); how it starts and ends is `lifecycle.rs`.
+//!
+//! Two counts keep it: `refs` (the memory: the owner until it ends the pass, every handle,
+//! every entered context) and `active` (the resources, slab instance and recording: the
+//! owner until it ends the pass, every entered helper context). The pass is finished, its
+//! profile submitted or its instance given back, when `active` reaches zero; its memory is
+//! freed when `refs` does. Once the owner ended the pass, helper contexts can no longer be
+//! entered (they run on the backend); those already in finish their work first.
 
-use crate::compile::{CompiledPlan, Shrink, NO_SLOT};
+use std::ptr;
+
+use crate::compile::CompiledPlan;
+use crate::context::Context;
 use crate::recorder::Recorder;
 use crate::registry::KeyEntry;
 use crate::slab::{Instance, Slabs};
-use crate::stats::{AbandonReason, PassCounters};
-
-/// Scope node of allocations under an op the plan does not know.
-pub(crate) const UNKNOWN: u32 = u32::MAX;
-
-/// Deepest op-scope nesting tracked; deeper scopes are attributed to their ancestor at
-/// this depth, identically in profiling and replay.
-pub(crate) const MAX_DEPTH: usize = 64;
+use crate::stats::{AbandonReason, PassCounters, MISS_REASONS};
+use crate::sync::{plain, Ordering};
 
 /// What a pass does with its allocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,91 +30,242 @@ pub(crate) enum Mode {
     Backend,
 }
 
-/// A running pass, owned by the thread that started it (boxed; the thread state points
-/// to it while it runs). Fields the allocation path reads come first.
-pub(crate) struct Pass {
-    /// The slab instance this pass holds (replay), or null.
-    pub(crate) inst: *mut Instance,
-    pub(crate) plan: *const CompiledPlan,
-    pub(crate) base: *mut u8,
-    /// The innermost scope node (the top of the op stack, 0 outside ops), kept here so
-    /// the allocation path reads it without touching the stack.
-    pub(crate) node: u32,
-    pub(crate) counters: PassCounters,
-    /// The node, and its cursor's `next` and `pending`, as they were before the last
-    /// missed request (see `replay::undo`).
-    pub(crate) undo: (u32, u32, u32),
-    /// Whether this replay is of a smaller shape than its plan's (see `replay`).
-    pub(crate) shrink: Shrink,
-    /// Identity: unique in the process, so a guard can tell its pass from a later one.
-    pub(crate) serial: u64,
-    pub(crate) mode: Mode,
-    pub(crate) entry: Option<&'static KeyEntry>,
-    /// The plan registered with (replay), or null.
-    pub(crate) slabs: *mut Slabs,
-    pub(crate) recorder: Option<Recorder>,
-    /// Replay: the key had a plan but this pass got no slab.
-    pub(crate) no_slab: bool,
-    /// The pass was cut short: its profile is not planned, its replay counts nowhere.
-    pub(crate) abandoned: Option<AbandonReason>,
-    /// The op-scope stack: scope node ids (the pass's root is not on it).
-    stack: [u32; MAX_DEPTH],
-    /// Entries in `stack` (may exceed `MAX_DEPTH`: the excess is not stored).
-    depth: u32,
+/// A helper context's recording, handed to the pass when the context leaves.
+pub(crate) struct Fragment {
+    pub(crate) helper: u32,
+    /// Order among the pass's fragments (a helper entered twice left two, in this order).
+    pub(crate) stamp: u64,
+    pub(crate) recorder: Recorder,
+    next: *mut Fragment,
 }
 
-impl Pass {
-    pub(crate) fn new(serial: u64, entry: Option<&'static KeyEntry>) -> Pass {
-        Pass {
-            inst: std::ptr::null_mut(),
-            plan: std::ptr::null(),
-            base: std::ptr::null_mut(),
-            node: 0,
-            counters: PassCounters::default(),
-            undo: (UNKNOWN, NO_SLOT, NO_SLOT),
-            shrink: Shrink::Off,
-            serial,
-            mode: Mode::Backend,
+/// A running pass, shared by its contexts and handles (boxed; freed by the last `refs`).
+pub(crate) struct PassState {
+    pub(crate) entry: Option<&'static KeyEntry>,
+    pub(crate) mode: Mode,
+    /// The plan registered with (replay), or null.
+    pub(crate) slabs: *mut Slabs,
+    pub(crate) plan: *const CompiledPlan,
+    /// The slab instance held (replay), or null.
+    pub(crate) inst: *mut Instance,
+    pub(crate) base: *mut u8,
+    /// Replay: the key had a plan but this pass got no slab.
+    pub(crate) no_slab: bool,
+    /// Whether passes are counted at all (not in mode `off` or a disabled child).
+    pub(crate) counted: bool,
+    /// Made by `pass()`: owned by the thread that made it (its exit ends the pass).
+    pub(crate) bound: bool,
+    refs: plain::AtomicU32,
+    active: plain::AtomicU32,
+    ended: plain::AtomicBool,
+    /// The main context while no thread has it entered.
+    main: plain::AtomicPtr<Context>,
+    fragments: plain::AtomicPtr<Fragment>,
+    stamps: plain::AtomicU64,
+    /// Counters of helper contexts that left.
+    allocations: plain::AtomicU64,
+    slab_hits: plain::AtomicU64,
+    slab_bytes: plain::AtomicU64,
+    diverged_bytes: plain::AtomicU64,
+    misses: [plain::AtomicU64; MISS_REASONS],
+    /// The pass was cut short (0: no; else 1 + the reason's index).
+    abandoned: plain::AtomicU8,
+}
+
+// SAFETY: the raw pointers are the pass's plan, slab and instance (shared by design, their
+// hand-off protocols are atomic) and the main context and fragments (moved between threads
+// only through the atomics here); everything else is atomic or immutable.
+unsafe impl Send for PassState {}
+// SAFETY: as above.
+unsafe impl Sync for PassState {}
+
+impl PassState {
+    /// A pass of `entry` (counted unless `counted` is false) that does `mode`; the owner
+    /// holds one reference and one activity.
+    pub(crate) fn new(entry: Option<&'static KeyEntry>, counted: bool) -> PassState {
+        PassState {
             entry,
-            slabs: std::ptr::null_mut(),
-            recorder: None,
+            mode: Mode::Backend,
+            slabs: ptr::null_mut(),
+            plan: ptr::null(),
+            inst: ptr::null_mut(),
+            base: ptr::null_mut(),
             no_slab: false,
-            abandoned: None,
-            stack: [0; MAX_DEPTH],
-            depth: 0,
+            counted,
+            bound: false,
+            refs: plain::AtomicU32::new(1),
+            active: plain::AtomicU32::new(1),
+            ended: plain::AtomicBool::new(false),
+            main: plain::AtomicPtr::new(ptr::null_mut()),
+            fragments: plain::AtomicPtr::new(ptr::null_mut()),
+            stamps: plain::AtomicU64::new(0),
+            allocations: plain::AtomicU64::new(0),
+            slab_hits: plain::AtomicU64::new(0),
+            slab_bytes: plain::AtomicU64::new(0),
+            diverged_bytes: plain::AtomicU64::new(0),
+            misses: [const { plain::AtomicU64::new(0) }; MISS_REASONS],
+            abandoned: plain::AtomicU8::new(0),
         }
     }
 
-    /// The op-stack depth.
-    pub(crate) fn depth(&self) -> u32 {
-        self.depth
+    /// Takes one more reference (a handle, an entered context).
+    pub(crate) fn retain(&self) {
+        self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The innermost scope node, or the root (0) outside any op.
-    pub(crate) fn top(&self) -> u32 {
-        match self.depth as usize {
-            0 => 0,
-            d => self.stack[d.min(MAX_DEPTH) - 1],
+    /// Gives a reference back; `true` for the last one (the caller frees the pass).
+    pub(crate) fn release(&self) -> bool {
+        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// A helper context becomes active, unless the pass ended (or is finishing).
+    pub(crate) fn activate(&self) -> bool {
+        let mut a = self.active.load(Ordering::Acquire);
+        loop {
+            if a == 0 || self.ended.load(Ordering::Acquire) {
+                return false;
+            }
+            match self
+                .active
+                .compare_exchange_weak(a, a + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => a = now,
+            }
         }
     }
 
-    /// The node entered at stack position `depth`, if stored.
-    pub(crate) fn node_at(&self, depth: u32) -> u32 {
-        self.stack.get(depth as usize).copied().unwrap_or(UNKNOWN)
+    /// A holder of the pass's resources is done; `true` for the last (the caller finishes
+    /// the pass: every context's counts and recordings are in by then).
+    pub(crate) fn deactivate(&self) -> bool {
+        self.active.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
-    /// Pushes scope `node` (not stored past [`MAX_DEPTH`]).
-    pub(crate) fn push_scope(&mut self, node: u32) {
-        if let Some(s) = self.stack.get_mut(self.depth as usize) {
-            *s = node;
-            self.node = node;
+    /// The owner ends the pass: no helper context may be entered from now on.
+    pub(crate) fn mark_ended(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Takes the main context (null if a thread has it entered).
+    pub(crate) fn check_out_main(&self) -> *mut Context {
+        self.main.swap(ptr::null_mut(), Ordering::AcqRel)
+    }
+
+    /// Gives the main context back.
+    pub(crate) fn check_in_main(&self, main: *mut Context) {
+        debug_assert!(self.main.load(Ordering::Relaxed).is_null());
+        self.main.store(main, Ordering::Release);
+    }
+
+    /// Adds the counts of a helper context that left.
+    pub(crate) fn add_counters(&self, c: &PassCounters) {
+        let r = Ordering::Relaxed;
+        self.allocations.fetch_add(c.allocations, r);
+        self.slab_hits.fetch_add(c.slab_hits, r);
+        self.slab_bytes.fetch_add(c.slab_bytes, r);
+        self.diverged_bytes.fetch_add(c.diverged_bytes, r);
+        for (a, &m) in self.misses.iter().zip(&c.misses) {
+            if m != 0 {
+                a.fetch_add(m, r);
+            }
         }
-        self.depth += 1;
     }
 
-    /// Pops scopes down to `depth` (an op guard's entry depth: scopes it left open go too).
-    pub(crate) fn pop_to(&mut self, depth: u32) {
-        self.depth = self.depth.min(depth);
-        self.node = self.top();
+    /// The counts of the helper contexts that left.
+    pub(crate) fn helper_counters(&self) -> PassCounters {
+        let r = Ordering::Relaxed;
+        PassCounters {
+            allocations: self.allocations.load(r),
+            slab_hits: self.slab_hits.load(r),
+            slab_bytes: self.slab_bytes.load(r),
+            diverged_bytes: self.diverged_bytes.load(r),
+            misses: std::array::from_fn(|i| self.misses[i].load(r)),
+        }
+    }
+
+    /// Notes that the pass was cut short (by its owner or one of its contexts); the
+    /// first reason stays.
+    pub(crate) fn note_abandoned(&self, reason: AbandonReason) {
+        let _ = self.abandoned.compare_exchange(
+            0,
+            reason as u8 + 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The index of the reason the pass was cut short, if it was.
+    pub(crate) fn abandoned(&self) -> Option<usize> {
+        (self.abandoned.load(Ordering::Relaxed) as usize).checked_sub(1)
+    }
+
+    /// Hands a helper context's recording to the pass (a lock-free push). Out of memory,
+    /// the recording is dropped and the profile abandoned.
+    pub(crate) fn push_fragment(&self, helper: u32, recorder: Recorder) {
+        let stamp = self.stamps.fetch_add(1, Ordering::Relaxed);
+        let Some(f) = crate::fallible::try_box(Fragment {
+            helper,
+            stamp,
+            recorder,
+            next: ptr::null_mut(),
+        }) else {
+            self.note_abandoned(AbandonReason::OutOfMemory);
+            return;
+        };
+        let f = Box::into_raw(f);
+        let mut head = self.fragments.load(Ordering::Acquire);
+        loop {
+            // SAFETY: `f` is ours until published by the CAS.
+            unsafe { (*f).next = head };
+            match self
+                .fragments
+                .compare_exchange_weak(head, f, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// The helpers' recordings, by helper then in the order they were left (when the pass
+    /// is finished: no context is left to push). `None` when the list cannot be allocated:
+    /// the recordings are dropped.
+    pub(crate) fn take_fragments(&self) -> Option<Vec<Fragment>> {
+        let mut p = self.fragments.swap(ptr::null_mut(), Ordering::AcqRel);
+        let mut out = Vec::new();
+        while !p.is_null() {
+            // SAFETY: every node was made by `Box::into_raw` in `push_fragment` and is
+            // reachable only from this list, now detached.
+            let f = *unsafe { Box::from_raw(p) };
+            p = f.next;
+            if out.try_reserve(1).is_err() {
+                drop(f);
+                Self::drop_list(p);
+                return None;
+            }
+            out.push(f);
+        }
+        out.sort_by_key(|f| (f.helper, f.stamp));
+        Some(out)
+    }
+
+    /// Frees a detached list of fragments from `p` on.
+    fn drop_list(mut p: *mut Fragment) {
+        while !p.is_null() {
+            // SAFETY: as in `take_fragments`: a detached node made by `Box::into_raw`.
+            let f = unsafe { Box::from_raw(p) };
+            p = f.next;
+        }
+    }
+}
+
+impl Drop for PassState {
+    fn drop(&mut self) {
+        let main = *self.main.get_mut();
+        if !main.is_null() {
+            // SAFETY: the checked-in main context is owned by the pass.
+            drop(unsafe { Box::from_raw(main) });
+        }
+        Self::drop_list(*self.fragments.get_mut());
     }
 }

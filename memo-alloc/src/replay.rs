@@ -11,11 +11,13 @@
 //! 2. `next + 1` matches: `next` is missing (or this request replaced it): take `next + 1`;
 //! 3. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
 //!    the two agree that the slots before `c` are missing: jump and take `c + 1`;
-//! 4. the pass is *shrinking* and the request fits `next`, at least half its smallest
-//!    seen size (a smaller shape of the bucket): take `next`. A pass starts shrinking when
-//!    a request fitting only so (a *probe*, served by the backend) is followed, with no
-//!    hit in between, by another that fits so (in any node; in the probe's node, the slot
-//!    after the probe's): isolated insertions between hits never confirm each other;
+//! 4. the pass is *shrinking* and the request fits `next`, at least an eighth of its
+//!    smallest seen size (a smaller shape of the bucket): take `next`. A pass starts
+//!    shrinking when
+//!    a request fitting at half size or more only (a *probe*, served by the backend) is
+//!    followed, with no hit in between, by another that fits so (in any node; in the
+//!    probe's node, the slot after the probe's): isolated insertions between hits never
+//!    confirm each other;
 //! 5. otherwise look for a matching slot in the next [`WINDOW`] slots: it becomes the
 //!    candidate of rule 3; the request is served by the backend and the cursor stays.
 //!
@@ -25,7 +27,7 @@
 use std::alloc::Layout;
 
 use crate::compile::{CompiledPlan, Cursor, Shrink, Slot, NO_SLOT, PLANNED};
-use crate::pass::Pass;
+use crate::context::Context;
 use crate::slab::{Instance, EMPTY};
 use crate::stats::MissReason;
 use crate::sync::{AtomicU32, Ordering};
@@ -33,10 +35,15 @@ use crate::sync::{AtomicU32, Ordering};
 /// How far ahead an unmatched request looks for its slot.
 pub(crate) const WINDOW: u32 = 16;
 
-/// A request at most this many times smaller than a slot's smallest seen size may take
-/// it in a shrinking pass (rule 4). Shapes smaller still match once a profile of them was
-/// merged into the plan (which widens the slots' seen ranges).
+/// A request at most this many times smaller than a slot's smallest seen size is a
+/// probe of a smaller shape (rule 4).
 const SHRINK: u64 = 2;
+
+/// In a pass confirmed to be of a smaller shape, a request at most this many times
+/// smaller than a slot's smallest seen size takes it (quadratic buffers of a power-of-two
+/// bucket's shapes are down to a quarter). Shapes smaller still match once a profile of
+/// them was merged into the plan (which widens the slots' seen ranges).
+const SHRINK_CONFIRMED: u64 = 8;
 
 /// Whether `slot` matches a request of `size` bytes.
 #[inline(always)]
@@ -58,7 +65,8 @@ fn take(
     (node, hits): (u32, u64),
 ) -> Result<u32, MissReason> {
     let slot = |i: u32| slots.get(i as usize).filter(|_| i < cursor.end);
-    let fits = |s: &Slot| size <= s.size && size.saturating_mul(SHRINK) >= s.min_size;
+    let fits_by = |k: u64| move |s: &Slot| size <= s.size && size.saturating_mul(k) >= s.min_size;
+    let fits = fits_by(SHRINK);
     let next = cursor.next;
     let hit = |c: &mut Cursor, i: u32| {
         c.next = i + 1;
@@ -76,7 +84,9 @@ fn take(
         return hit(cursor, pending + 1);
     }
     match *shrink {
-        Shrink::On if slot(next).is_some_and(fits) => return hit(cursor, next),
+        Shrink::On if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) => {
+            return hit(cursor, next)
+        }
         Shrink::Probe {
             node: n,
             slot: p,
@@ -117,7 +127,7 @@ fn take(
 /// # Safety
 /// `pass` must be the calling thread's running replayed pass.
 #[inline]
-pub(crate) unsafe fn alloc(pass: &mut Pass, layout: Layout) -> Result<*mut u8, MissReason> {
+pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8, MissReason> {
     // A pass without a slab runs on the counted backend path instead (see `lifecycle`).
     debug_assert!(!pass.inst.is_null() && !pass.plan.is_null());
     // `UNKNOWN` (an op the plan does not know) is past every node: no cursor, unplanned.
@@ -169,7 +179,7 @@ pub(crate) unsafe fn alloc(pass: &mut Pass, layout: Layout) -> Result<*mut u8, M
 /// request too (then it is given back; a dropped candidate stays dropped).
 #[cold]
 #[inline(never)]
-fn missed(pass: &mut Pass, index: u32, reason: MissReason) -> Result<*mut u8, MissReason> {
+fn missed(pass: &mut Context, index: u32, reason: MissReason) -> Result<*mut u8, MissReason> {
     pass.undo = (pass.node, index, NO_SLOT);
     Err(reason)
 }
@@ -202,7 +212,7 @@ fn check_and_claim(
 /// As [`alloc`].
 #[cold]
 #[inline(never)]
-unsafe fn alloc_resync(pass: &mut Pass, layout: Layout) -> Result<*mut u8, MissReason> {
+unsafe fn alloc_resync(pass: &mut Context, layout: Layout) -> Result<*mut u8, MissReason> {
     let node = pass.node;
     // SAFETY: the pass holds its plan and instance until it ends.
     let (plan, inst) = unsafe { (&*pass.plan, &*pass.inst) };
@@ -240,7 +250,7 @@ unsafe fn alloc_resync(pass: &mut Pass, layout: Layout) -> Result<*mut u8, MissR
 ///
 /// # Safety
 /// As [`alloc`], right after it returned a miss for the same pass.
-pub(crate) unsafe fn undo(pass: &mut Pass) {
+pub(crate) unsafe fn undo(pass: &mut Context) {
     let (node, next, pending) = pass.undo;
     if next == NO_SLOT {
         return; // nothing moved

@@ -53,9 +53,28 @@ pub(crate) struct Instance {
     pub(crate) occurrences: OwnerCell<Box<[u32]>>,
     /// Owner-only: slots live when the instance was taken (already noted as outliving).
     carried: OwnerCell<Vec<u32>>,
+    /// Per node: a thread is in the helper context rooted there (one at a time: its
+    /// cursor and occurrences are that thread's alone).
+    entered: Box<[AtomicBool]>,
 }
 
 impl Instance {
+    /// Claims helper context node `node` for the calling thread; `false` if another
+    /// thread is in it (or no such node).
+    pub(crate) fn claim_node(&self, node: u32) -> bool {
+        self.entered.get(node as usize).is_some_and(|e| {
+            e.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Gives back a node claimed by [`Instance::claim_node`].
+    pub(crate) fn release_node(&self, node: u32) {
+        if let Some(e) = self.entered.get(node as usize) {
+            e.store(false, Ordering::Release);
+        }
+    }
+
     /// Whether any slot of the instance is live (a snapshot).
     pub(crate) fn any_live(&self) -> bool {
         self.occupant
@@ -183,6 +202,7 @@ impl Slabs {
             })?),
             occurrences: OwnerCell::new(try_boxed_slice(plan.nodes(), |_| 0)?),
             carried: OwnerCell::new(Vec::new()),
+            entered: try_boxed_slice(plan.nodes(), |_| AtomicBool::new(false))?,
         })?;
         let inst = Box::into_raw(inst);
         let Some(base) = region::carve(plan.height, inst.cast()) else {

@@ -69,10 +69,12 @@ pub enum AbandonReason {
     ThreadExit = 3,
     /// The planner's queue was full.
     PlannerBusy = 4,
+    /// A pass's future was dropped before it completed.
+    Cancelled = 5,
 }
 
 /// Number of [`AbandonReason`]s.
-pub const ABANDON_REASONS: usize = 5;
+pub const ABANDON_REASONS: usize = 6;
 
 impl AbandonReason {
     /// Every reason, in counter order.
@@ -82,6 +84,7 @@ impl AbandonReason {
         AbandonReason::Panic,
         AbandonReason::ThreadExit,
         AbandonReason::PlannerBusy,
+        AbandonReason::Cancelled,
     ];
 
     /// Short name, as in reports.
@@ -92,6 +95,7 @@ impl AbandonReason {
             AbandonReason::Panic => "panic",
             AbandonReason::ThreadExit => "thread_exit",
             AbandonReason::PlannerBusy => "planner_busy",
+            AbandonReason::Cancelled => "cancelled",
         }
     }
 }

@@ -28,7 +28,9 @@ pub(crate) use std::sync::atomic::Ordering;
 
 /// Atomics for `const` statics outside the modelled protocols.
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
 }
 
 /// State only the owner of an object touches (a slab instance's cursors, say), with

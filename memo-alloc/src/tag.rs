@@ -46,6 +46,11 @@ impl TaggedPtr {
         self.0
     }
 
+    /// The tagged pointer of a raw value (as [`TaggedPtr::raw`] gives it).
+    pub fn from_raw(raw: u64) -> TaggedPtr {
+        TaggedPtr(raw)
+    }
+
     /// The canonical pointer: the tag cleared and bit 47 sign-extended into bits 48..63,
     /// exactly as Listing 4 of the MemoMalloc thesis.
     pub fn canonical(self) -> *mut u8 {

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::ptr;
 
-use crate::pass::Pass;
+use crate::context::Context;
 
 /// What the allocation path does on this thread right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(crate) struct ThreadState {
     /// Re-entrancy depth of bookkeeping.
     busy: Cell<u32>,
     /// The running pass, owned by `lifecycle` (boxed); null outside passes.
-    pub(crate) pass: Cell<*mut Pass>,
+    pub(crate) pass: Cell<*mut Context>,
 }
 
 impl ThreadState {
@@ -63,7 +63,7 @@ pub(crate) fn hot() -> Hot {
 /// The mode and the running pass, in one thread-local access. The pass pointer is non-null
 /// whenever the mode is not [`Hot::Backend`].
 #[inline(always)]
-pub(crate) fn hot_pass() -> (Hot, *mut Pass) {
+pub(crate) fn hot_pass() -> (Hot, *mut Context) {
     with(
         |s| (s.hot.get(), s.pass.get()),
         (Hot::Backend, ptr::null_mut()),
@@ -71,7 +71,7 @@ pub(crate) fn hot_pass() -> (Hot, *mut Pass) {
 }
 
 /// The running pass of this thread, or null.
-pub(crate) fn pass() -> *mut Pass {
+pub(crate) fn pass() -> *mut Context {
     with(|s| s.pass.get(), ptr::null_mut())
 }
 

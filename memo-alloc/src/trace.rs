@@ -275,6 +275,110 @@ impl Trace {
         Ok(())
     }
 
+    /// Appends the recording of helper context `helper` (a trace of its own, as its
+    /// recorder made it) to this pass's trace: its scopes under the pass's scope
+    /// `@<helper>` (made at the first recording of that helper; a helper entered again
+    /// continues its sequence: ordinals and occurrences go on), its times after this
+    /// trace's, its allocations' ids (and tags) after this trace's. Fails, with this trace
+    /// unchanged, when room for the helper's records cannot be allocated.
+    pub(crate) fn adopt_helper(
+        &mut self,
+        helper: u32,
+        part: Trace,
+    ) -> Result<(), std::collections::TryReserveError> {
+        self.scopes.try_reserve(part.scopes.len() + 1)?;
+        self.allocations.try_reserve(part.allocations.len())?;
+        self.uses.try_reserve(part.uses.len())?;
+        let shift = self.events;
+        let name = format!("@{helper}");
+        let root = match self
+            .scopes
+            .iter()
+            .position(|s| s.parent == Some(0) && s.name == name)
+        {
+            Some(i) => i as u32,
+            None => {
+                let id = self.scopes.len() as u32;
+                self.scopes.push(TraceScope {
+                    id,
+                    parent: Some(0),
+                    name,
+                    occurrence: 0,
+                    enter: Some(shift),
+                    exit: Some(shift),
+                });
+                id
+            }
+        };
+        // Occurrences and ordinals continue where earlier recordings of this helper left.
+        let mut occurrences: std::collections::HashMap<(u32, String), u32> = Default::default();
+        occurrences.try_reserve(self.scopes.len())?;
+        for s in &self.scopes {
+            if let Some(p) = s.parent {
+                let n = occurrences.entry((p, s.name.clone())).or_insert(0);
+                *n = (*n).max(s.occurrence + 1);
+            }
+        }
+        let root_ordinals = self
+            .allocations
+            .iter()
+            .filter(|a| a.scope == root && a.ordinal.is_some())
+            .count() as u32;
+        let mut scope_of: Vec<u32> = Vec::new();
+        scope_of.try_reserve_exact(part.scopes.len())?;
+        for s in &part.scopes {
+            let Some(parent) = s.parent else {
+                scope_of.push(root);
+                continue;
+            };
+            let parent = scope_of.get(parent as usize).copied().unwrap_or(root);
+            let occ = occurrences.entry((parent, s.name.clone())).or_insert(0);
+            let id = self.scopes.len() as u32;
+            self.scopes.push(TraceScope {
+                id,
+                parent: Some(parent),
+                name: s.name.clone(),
+                occurrence: *occ,
+                enter: s.enter.map(|t| t + shift),
+                exit: s.exit.map(|t| t + shift),
+            });
+            *occ += 1;
+            scope_of.push(id);
+        }
+        let first = self.allocations.len() as u32;
+        for a in part.allocations {
+            let id = first + a.id;
+            let scope = scope_of.get(a.scope as usize).copied().unwrap_or(root);
+            let addr = crate::tag::TaggedPtr::from_raw(a.ptr).canonical();
+            self.allocations.push(TraceAlloc {
+                id,
+                tag: id as u16,
+                ptr: crate::tag::TaggedPtr::new(addr, id as u16).raw(),
+                alloc: a.alloc + shift,
+                free: a.free.map(|t| t + shift),
+                scope,
+                ordinal: a
+                    .ordinal
+                    .map(|o| if scope == root { o + root_ordinals } else { o }),
+                realloc_parent: a.realloc_parent.map(|p| p + first),
+                ..a
+            });
+        }
+        self.uses.extend(part.uses.into_iter().map(|u| TraceUse {
+            time: u.time + shift,
+            allocation: u.allocation + first,
+            ..u
+        }));
+        self.events += part.events;
+        if let Some(s) = self.scopes.get_mut(root as usize) {
+            s.exit = Some(self.events);
+        }
+        if let Some(s) = self.scopes.first_mut() {
+            s.exit = Some(self.events);
+        }
+        Ok(())
+    }
+
     /// The planner problem of the pass: one buffer per non-escaping chain, with the
     /// alignment raised by [`plan_align`]. Also returns the chain of each buffer.
     pub fn to_problem(&self) -> (Problem, Vec<Chain>) {
@@ -284,25 +388,56 @@ impl Trace {
     /// As [`Trace::to_problem`], each chain widened to what earlier profiles saw for its
     /// key (`seen`, by root allocation; see [`Seen`]).
     pub(crate) fn to_problem_seen(&self, seen: &[Option<Seen>]) -> (Problem, Vec<Chain>) {
-        let chains: Vec<Chain> = self
-            .chains()
+        let chains = self.planned_chains(seen, |_| true);
+        (problem_of(&chains), chains)
+    }
+
+    /// The chains to plan (not escaping, plannable alignment), widened by `seen`, among
+    /// those whose root `keep` accepts.
+    fn planned_chains(&self, seen: &[Option<Seen>], keep: impl Fn(&Chain) -> bool) -> Vec<Chain> {
+        self.chains()
             .into_iter()
             .map(|c| c.widened(seen))
-            .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN)
-            .collect();
-        let buffers = chains
-            .iter()
-            .map(|c| {
-                let upper = c.upper.unwrap_or(c.lower + 1).max(c.lower + 1);
-                Buffer::new(c.root.to_string(), c.lower, upper, c.size.max(1))
-                    .with_align(plan_align(c.align, c.size))
-            })
-            .collect();
-        // Every field was made valid above; an error here would be a bug, and the pass
-        // is then simply not planned.
-        let problem = Problem::new(buffers).unwrap_or_default();
-        (problem, chains)
+            .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN && keep(c))
+            .collect()
     }
+
+    /// The context of each scope: 0 for the pass's main context, `1 + k` for the scopes
+    /// of its `k`-th helper context (a child of the pass named `@<id>`; see
+    /// `PassHandle::enter`); and the number of contexts.
+    pub fn contexts(&self) -> (Vec<u32>, u32) {
+        let mut of = vec![0u32; self.scopes.len()];
+        let mut n = 1;
+        for s in &self.scopes {
+            let c = match s.parent {
+                None => 0,
+                Some(0) if s.name.starts_with('@') => {
+                    n += 1;
+                    n - 1
+                }
+                Some(p) => of.get(p as usize).copied().unwrap_or(0),
+            };
+            if let Some(slot) = of.get_mut(s.id as usize) {
+                *slot = c;
+            }
+        }
+        (of, n)
+    }
+}
+
+/// The planner problem of `chains`.
+fn problem_of(chains: &[Chain]) -> Problem {
+    let buffers = chains
+        .iter()
+        .map(|c| {
+            let upper = c.upper.unwrap_or(c.lower + 1).max(c.lower + 1);
+            Buffer::new(c.root.to_string(), c.lower, upper, c.size.max(1))
+                .with_align(plan_align(c.align, c.size))
+        })
+        .collect();
+    // Every field was made valid by the caller; an error here would be a bug, and the pass
+    // is then simply not planned.
+    Problem::new(buffers).unwrap_or_default()
 }
 
 /// What earlier profiles of a pass saw for one allocation key (merged into a new plan so
@@ -387,13 +522,37 @@ impl PlanFile {
         strategy: OffsetStrategy,
         seen: &[Option<Seen>],
     ) -> PlanFile {
-        let (problem, planned) = trace.to_problem_seen(seen);
-        let plan: OffsetPlan = strategy.plan(&problem);
-        let height = plan.height(&problem);
-        let lower_bound = memo_planner::offsets_lower_bound(&problem);
+        // Each context (the main one, each helper) is planned on its own and the regions
+        // are stacked: contexts run concurrently in replay, so their slots never share
+        // addresses.
+        let (context_of, contexts) = trace.contexts();
+        let context = |c: &Chain| {
+            let scope = trace.allocations[c.root as usize].scope as usize;
+            context_of.get(scope).copied().unwrap_or(0)
+        };
         let mut offset_of_root = vec![None; trace.allocations.len()];
-        for (chain, &off) in planned.iter().zip(&plan.offsets) {
-            offset_of_root[chain.root as usize] = Some(off);
+        let (mut height, mut lower_bound, mut naive) = (0u64, 0u64, 0u64);
+        for k in 0..contexts {
+            let chains = trace.planned_chains(seen, |c| context(c) == k);
+            if chains.is_empty() {
+                continue;
+            }
+            let problem = problem_of(&chains);
+            let plan: OffsetPlan = strategy.plan(&problem);
+            let base = align_up(
+                height,
+                problem.buffers().iter().map(|b| b.align).max().unwrap_or(1),
+            );
+            for (chain, &off) in chains.iter().zip(&plan.offsets) {
+                offset_of_root[chain.root as usize] = Some(base + off);
+            }
+            height = base + plan.height(&problem);
+            lower_bound += memo_planner::offsets_lower_bound(&problem);
+            naive += problem
+                .buffers()
+                .iter()
+                .map(|b| align_up(b.size, b.align))
+                .sum::<u64>();
         }
         let chains = trace.chains();
         let mut slots = Vec::with_capacity(chains.len());
@@ -420,11 +579,7 @@ impl PlanFile {
             strategy: strategy.name().to_string(),
             height,
             lower_bound,
-            naive: problem
-                .buffers()
-                .iter()
-                .map(|b| align_up(b.size, b.align))
-                .sum(),
+            naive,
             scopes: trace.scopes.clone(),
             slots,
         }

@@ -65,7 +65,16 @@ fn child_guard_order() {
         drop(d);
     }
     // "order-1" only ever ran as a scope of an "order-0" pass.
-    assert!(memo_alloc::report(KEYS[1]).is_none());
+    let inner = memo_alloc::report(KEYS[1]).expect("interned as a scope name");
+    assert_eq!(
+        (
+            inner.passes_profiled,
+            inner.passes_replayed,
+            inner.passes_backend
+        ),
+        (0, 0, 0),
+        "{inner:?}"
+    );
     let r = memo_alloc::report(KEYS[0]).expect("the key ran");
     assert_eq!(r.state, "planned", "{r:?}");
     assert!(r.slab_instances <= 1, "instances leaked: {r:?}");

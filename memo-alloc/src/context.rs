@@ -1,0 +1,126 @@
+//! A thread's view of a running pass: what its allocations need on the hot path, its
+//! counters, its op-scope stack and its recorder. The pass as a whole, shared by the
+//! contexts entered on several threads, is `pass.rs`; how contexts are entered and left
+//! is `lifecycle.rs`.
+//!
+//! A pass has one *main* context (the thread that runs `pass()`, or the task a future
+//! wrapper polls) and any number of *helper* contexts (`PassHandle::enter(id)` on any
+//! thread). Each context is its own sequence of allocations in the profile and the plan:
+//! the main one under the pass's root scope, a helper under a scope `@<id>` of the root.
+//! A thread's contexts form a stack (`prev`): entering pushes, leaving pops.
+
+use crate::compile::{CompiledPlan, Shrink, NO_SLOT};
+use crate::pass::{Mode, PassState};
+use crate::recorder::Recorder;
+use crate::slab::Instance;
+use crate::stats::{AbandonReason, PassCounters};
+
+/// Scope node of allocations under an op the plan does not know.
+pub(crate) const UNKNOWN: u32 = u32::MAX;
+
+/// Deepest op-scope nesting tracked; deeper scopes are attributed to their ancestor at
+/// this depth, identically in profiling and replay.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// One thread's context of a pass (boxed; the thread state points to the current one).
+/// Fields the allocation path reads come first.
+pub(crate) struct Context {
+    /// The slab instance of the pass (replay), or null.
+    pub(crate) inst: *mut Instance,
+    pub(crate) plan: *const CompiledPlan,
+    pub(crate) base: *mut u8,
+    /// The innermost scope node (the top of the op stack, `root` outside ops), kept here
+    /// so the allocation path reads it without touching the stack.
+    pub(crate) node: u32,
+    pub(crate) counters: PassCounters,
+    /// The node, and its cursor's `next` and `pending`, as they were before the last
+    /// missed request (see `replay::undo`).
+    pub(crate) undo: (u32, u32, u32),
+    /// Whether this replay is of a smaller shape than its plan's (see `replay`).
+    pub(crate) shrink: Shrink,
+    /// Identity: unique in the process, so a guard can tell its context from a later one.
+    pub(crate) serial: u64,
+    /// The pass this is a context of.
+    pub(crate) pass: *const PassState,
+    /// The thread's current context before this one was entered (null: none).
+    pub(crate) prev: *mut Context,
+    /// The node this context's scopes hang from: the plan's (replay), the recorder's own
+    /// root (profile), or `UNKNOWN` (a helper the plan does not know).
+    pub(crate) root: u32,
+    /// A helper context's id; `None` for the main context.
+    pub(crate) helper: Option<u32>,
+    pub(crate) recorder: Option<Recorder>,
+    /// The context was cut short (profile abandoned, thread unwinding).
+    pub(crate) abandoned: Option<AbandonReason>,
+    /// The op-scope stack: scope node ids (the context's root is not on it).
+    stack: [u32; MAX_DEPTH],
+    /// Entries in `stack` (may exceed `MAX_DEPTH`: the excess is not stored).
+    depth: u32,
+}
+
+impl Context {
+    /// A context of `pass`, at `root`, taking the pass's slab and plan.
+    pub(crate) fn new(serial: u64, pass: &PassState, root: u32, helper: Option<u32>) -> Context {
+        Context {
+            inst: if pass.mode == Mode::Replay {
+                pass.inst
+            } else {
+                std::ptr::null_mut()
+            },
+            plan: pass.plan,
+            base: pass.base,
+            node: root,
+            counters: PassCounters::default(),
+            undo: (UNKNOWN, NO_SLOT, NO_SLOT),
+            shrink: Shrink::Off,
+            serial,
+            pass,
+            prev: std::ptr::null_mut(),
+            root,
+            helper,
+            recorder: None,
+            abandoned: None,
+            stack: [0; MAX_DEPTH],
+            depth: 0,
+        }
+    }
+
+    /// The pass.
+    pub(crate) fn pass(&self) -> &PassState {
+        // SAFETY: a context holds a reference on its pass (see `PassState::refs`).
+        unsafe { &*self.pass }
+    }
+
+    /// The op-stack depth.
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The innermost scope node, or the context's root outside any op.
+    pub(crate) fn top(&self) -> u32 {
+        match self.depth as usize {
+            0 => self.root,
+            d => self.stack[d.min(MAX_DEPTH) - 1],
+        }
+    }
+
+    /// The node entered at stack position `depth`, if stored.
+    pub(crate) fn node_at(&self, depth: u32) -> u32 {
+        self.stack.get(depth as usize).copied().unwrap_or(UNKNOWN)
+    }
+
+    /// Pushes scope `node` (not stored past [`MAX_DEPTH`]).
+    pub(crate) fn push_scope(&mut self, node: u32) {
+        if let Some(s) = self.stack.get_mut(self.depth as usize) {
+            *s = node;
+            self.node = node;
+        }
+        self.depth += 1;
+    }
+
+    /// Pops scopes down to `depth` (an op guard's entry depth: scopes it left open go too).
+    pub(crate) fn pop_to(&mut self, depth: u32) {
+        self.depth = self.depth.min(depth);
+        self.node = self.top();
+    }
+}
