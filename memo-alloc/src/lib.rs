@@ -84,6 +84,7 @@ mod live_table;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod merge;
+mod offsets;
 mod pass;
 mod planner;
 mod planning;

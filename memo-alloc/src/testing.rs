@@ -15,3 +15,12 @@ pub fn set_lock_hook(hook: Option<fn(LockId)>) {
 pub fn pause_planner(paused: bool) {
     crate::planner::PAUSED.store(paused, std::sync::atomic::Ordering::Release);
 }
+
+/// Plans `problem` as the allocator's planner does (`best` within the allocator's budget,
+/// see `offsets.rs`), so a test can measure what planning costs.
+pub fn plan_offsets(
+    strategy: memo_planner::OffsetStrategy,
+    problem: &memo_planner::Problem,
+) -> memo_planner::OffsetPlan {
+    crate::offsets::plan(strategy, problem)
+}

@@ -538,7 +538,7 @@ impl PlanFile {
                 continue;
             }
             let problem = problem_of(&chains);
-            let plan: OffsetPlan = strategy.plan(&problem);
+            let plan: OffsetPlan = crate::offsets::plan(strategy, &problem);
             let base = align_up(
                 height,
                 problem.buffers().iter().map(|b| b.align).max().unwrap_or(1),
