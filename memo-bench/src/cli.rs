@@ -1,4 +1,5 @@
-//! Command line: the benchmark (parent), `child` (one cell, internal) and `list`.
+//! Command line: the benchmark (parent), `child` (one cell, internal), `list`, and the
+//! service benchmark (`service`, with its internal `service-server`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -9,6 +10,7 @@ use crate::alloc::Allocator;
 use crate::harness::parent::{self, Group, Schedule};
 use crate::harness::{child, CellSpec};
 use crate::report::{self, heapmaps, svg, table};
+use crate::service::command::{self, ServerArgs, ServiceArgs};
 use crate::workloads::{Net, Spec, Variant};
 
 /// Output format of the results.
@@ -91,6 +93,12 @@ enum Cmd {
     },
     /// Lists the workloads of the selection with allocations and bytes per pass.
     List,
+    /// Benchmarks an HTTP inference service (tokio + axum, one async memo pass per
+    /// request) under memo and jemalloc: throughput, p50/p99 latency, peak RSS.
+    Service(ServiceArgs),
+    /// Runs the service's server (internal: `service` starts it under each allocator).
+    #[command(hide = true)]
+    ServiceServer(ServerArgs),
 }
 
 /// The default matrix's workloads.
@@ -255,6 +263,8 @@ pub fn main() -> i32 {
     match &args.command {
         Some(Cmd::Child { spec }) => run_child(spec),
         Some(Cmd::List) => list(&args),
+        Some(Cmd::Service(a)) => command::run(a),
+        Some(Cmd::ServiceServer(a)) => command::run_server(a),
         None => match run_parent(&args) {
             Ok(ok) => {
                 if ok {

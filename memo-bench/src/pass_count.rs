@@ -123,7 +123,10 @@ impl Drop for PassMark {
 pub fn on_alloc() {
     match ROLE.with(Cell::get) {
         IN_PASS => bump(false),
-        OTHER if ACTIVE.load(Ordering::Relaxed) > 0 => bump(true),
+        // memo-alloc's own planner thread works for no pass: not a helper.
+        OTHER if ACTIVE.load(Ordering::Relaxed) > 0 && !memo_alloc::is_planner_thread() => {
+            bump(true)
+        }
         _ => {}
     }
 }

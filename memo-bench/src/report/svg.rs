@@ -16,7 +16,8 @@ const COLORS: [(&str, &str); 6] = [
     ("memo-jemalloc", "#9467bd"),
 ];
 
-fn color(name: &str) -> &'static str {
+/// The colour of an allocator in every plot.
+pub fn color(name: &str) -> &'static str {
     COLORS
         .iter()
         .find(|(n, _)| *n == name)
