@@ -32,7 +32,7 @@ pub struct Args {
     /// Small matrix (< 60 s): three workloads, every allocator, 1 and 2 threads.
     #[arg(long)]
     quick: bool,
-    /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent]` with net one of
+    /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent|+helpers]` with net one of
     /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or `trace:<file>`
     /// (a memo-alloc trace from MEMO_TRACE_DIR); or, built with `--features engine`,
     /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the

@@ -85,6 +85,8 @@ pub struct GraphRunner<'g> {
     frees: Vec<Vec<usize>>,
     inputs: Vec<Rc<Tensor>>,
     compute: Compute,
+    /// Kernels build their temporaries on helper threads (see [`Temps`]).
+    helpers: bool,
 }
 
 impl<'g> GraphRunner<'g> {
@@ -104,7 +106,14 @@ impl<'g> GraphRunner<'g> {
             frees: graph.frees_after(),
             inputs,
             compute,
+            helpers: false,
         }
+    }
+
+    /// The same runner, building kernel temporaries on helper threads when `helpers`.
+    pub fn with_helpers(mut self, helpers: bool) -> GraphRunner<'g> {
+        self.helpers = helpers;
+        self
     }
 
     /// Runs one pass: every op in order (inside `memo_alloc::op(name)` when `scopes`),
@@ -125,6 +134,12 @@ impl<'g> GraphRunner<'g> {
 
     fn run_full(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize, u64) {
         let g = self.graph;
+        // Inside a memo pass, helper tasks join it through this handle.
+        let temps = if self.helpers {
+            Temps::Helpers(memo_alloc::current())
+        } else {
+            Temps::Here
+        };
         let mut digest = 0xcbf2_9ce4_8422_2325u64;
         let mut live: Vec<Option<Rc<Tensor>>> = vec![None; g.shapes.len()];
         for (&t, x) in g.inputs.iter().zip(&self.inputs) {
@@ -145,7 +160,7 @@ impl<'g> GraphRunner<'g> {
                     let last = shape.len() - 1;
                     shape[last] += shape[last] / 8 + 1;
                 }
-                let (t, d) = kernel(op, &ins, &shape, self.compute);
+                let (t, d) = kernel(op, &ins, &shape, self.compute, &temps);
                 digest = (digest ^ d).wrapping_mul(0x100_0000_01b3);
                 Rc::new(t)
             };
@@ -214,9 +229,62 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Where a kernel builds its temporaries.
+pub enum Temps {
+    /// On the calling thread.
+    Here,
+    /// On rayon's global pool, [`HELPER_TASKS`] tasks per temporary (each builds its share
+    /// as its own buffer); inside a memo pass each task enters it as helper context
+    /// `temporary * HELPER_TASKS + task` (an index, never a thread id).
+    Helpers(Option<memo_alloc::PassHandle>),
+}
+
+/// Helper tasks per kernel temporary.
+pub const HELPER_TASKS: usize = 2;
+
+/// The mean of a temporary of `len` elements filled from `src` (an im2col-like gather).
+fn temp_mean(src: &Buf, len: usize, step: usize) -> f32 {
+    let t = if step == 1 {
+        let src = src.as_dense().expect("dense");
+        Buf::dense(len, |start, out| gather(src, start, out, 0.5, 0.25))
+    } else {
+        let mut cur = Cursor::new(src);
+        Buf::from_fn(len, step, |_| 0.5 * cur.next() + 0.25)
+    };
+    mean(&t, step)
+}
+
+/// The mean over `temps` of each temporary's mean, built where `at` says. Helper tasks'
+/// results are combined in a fixed order: the result does not depend on scheduling.
+fn temps_mean(temps: &[usize], src: &Buf, step: usize, at: &Temps) -> f32 {
+    let n = temps.len().max(1) as f32;
+    let Temps::Helpers(handle) = at else {
+        return temps.iter().map(|&len| temp_mean(src, len, step) / n).sum();
+    };
+    let mut total = 0.0f32;
+    for (i, &len) in temps.iter().enumerate() {
+        let mut sums = [0.0f32; HELPER_TASKS];
+        rayon::scope(|s| {
+            for (task, slot) in sums.iter_mut().enumerate() {
+                let part = len / HELPER_TASKS + usize::from(task < len % HELPER_TASKS);
+                let id = i * HELPER_TASKS + task;
+                s.spawn(move |_| {
+                    let build = || temp_mean(src, part, step) * part as f32;
+                    *slot = match handle {
+                        Some(h) => h.in_scope(id, build),
+                        None => build(),
+                    };
+                });
+            }
+        });
+        total += sums.iter().sum::<f32>() / len.max(1) as f32 / n;
+    }
+    total
+}
+
 /// One op's kernel: builds its index vectors and temporaries, reads its inputs, writes its
 /// output. Values stay in [0, 1]. Also returns a digest of what it read and wrote.
-fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute) -> (Tensor, u64) {
+fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute, at: &Temps) -> (Tensor, u64) {
     let n: usize = shape.iter().product();
     let step = c.step;
     // Index vectors (kernel dims, permutation, per-matrix offsets).
@@ -235,17 +303,7 @@ fn kernel(op: &Op, ins: &[&Tensor], shape: &[usize], c: Compute) -> (Tensor, u64
     }
     let reduced = reduced / ins.len().max(1) as f32;
     // Temporaries: filled from the first input (im2col-like gather), then read whole.
-    let mut temp_mean = 0.0f32;
-    for &len in &op.temps {
-        let t = if step == 1 {
-            let src = ins[0].data.as_dense().expect("dense");
-            Buf::dense(len, |start, out| gather(src, start, out, 0.5, 0.25))
-        } else {
-            let mut cur = Cursor::new(&ins[0].data);
-            Buf::from_fn(len, step, |_| 0.5 * cur.next() + 0.25)
-        };
-        temp_mean += mean(&t, step) / op.temps.len() as f32;
-    }
+    let temp_mean = temps_mean(&op.temps, &ins[0].data, step, at);
     let w = 0.5 / ins.len().max(1) as f32;
     let base = 0.25 * (reduced + temp_mean) + bias;
     let reps = c.reps;

@@ -75,6 +75,11 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             })
             .collect();
         barrier.wait();
+        if me.is_memo() {
+            // Profiles are planned on memo-alloc's planner thread: the measured passes
+            // start once the warm-up's profiles are planned and published.
+            memo_alloc::wait_for_plans(std::time::Duration::from_secs(300));
+        }
         before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
         go.wait();
         let t0 = Instant::now();

@@ -77,6 +77,10 @@ pub enum Variant {
     NoScopes,
     /// Op scopes, and every fourth pass skips an elementwise op and grows one output.
     Divergent,
+    /// Op scopes, and each kernel's temporaries are built on helper threads (rayon's global
+    /// pool, two tasks per temporary), which memo cells carry into the pass
+    /// (`memo_alloc::current()` and `PassHandle::in_scope`, keyed by the task's index).
+    Helpers,
 }
 
 impl Variant {
@@ -86,6 +90,7 @@ impl Variant {
             Variant::Scoped => "",
             Variant::NoScopes => "+noscope",
             Variant::Divergent => "+divergent",
+            Variant::Helpers => "+helpers",
         }
     }
 }
@@ -111,7 +116,7 @@ pub enum Spec {
 }
 
 impl Spec {
-    /// Parses `net:bN:sM[+noscope|+divergent]` (e.g. `resnet50:b1:s128`), `trace:<path>`
+    /// Parses `net:bN:sM[+noscope|+divergent|+helpers]` (e.g. `resnet50:b1:s128`), `trace:<path>`
     /// or `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
     pub fn parse(s: &str) -> Result<Spec, String> {
         if let Some(path) = s.strip_prefix("trace:") {
@@ -124,6 +129,8 @@ impl Spec {
             (b, Variant::NoScopes)
         } else if let Some(b) = s.strip_suffix("+divergent") {
             (b, Variant::Divergent)
+        } else if let Some(b) = s.strip_suffix("+helpers") {
+            (b, Variant::Helpers)
         } else {
             (s, Variant::Scoped)
         };
@@ -196,6 +203,7 @@ impl Spec {
             } => Ok(Workload::Graph {
                 graph: net.graph(*batch, *size),
                 divergent: *variant == Variant::Divergent,
+                helpers: *variant == Variant::Helpers,
             }),
             Spec::Trace(p) => {
                 let trace = memo_alloc::files::read_trace(p)?;
@@ -229,6 +237,8 @@ pub enum Workload {
         graph: Graph,
         /// Every fourth pass diverges.
         divergent: bool,
+        /// Kernels build their temporaries on helper threads.
+        helpers: bool,
     },
     /// A recorded trace.
     Trace(TraceProgram),
@@ -255,6 +265,7 @@ impl Workload {
         let Workload::Graph {
             graph,
             divergent: true,
+            ..
         } = self
         else {
             return Divergence::default();
@@ -288,7 +299,9 @@ impl<'w> Runner<'w> {
     /// Prepares a thread (allocates its inputs, outside any pass).
     pub fn new(w: &'w Workload, compute: Compute) -> Runner<'w> {
         match w {
-            Workload::Graph { graph, .. } => Runner::Graph(GraphRunner::new(graph, compute), w),
+            Workload::Graph { graph, helpers, .. } => {
+                Runner::Graph(GraphRunner::new(graph, compute).with_helpers(*helpers), w)
+            }
             Workload::Trace(t) => Runner::Trace(t),
             #[cfg(feature = "engine")]
             Workload::Candle(e) => Runner::Candle(e, e.input()),
@@ -402,6 +415,35 @@ mod tests {
                 assert_eq!(n, usize::from(!kept), "{}: tensor {t}", spec.name());
             }
         }
+    }
+
+    #[test]
+    fn helper_threads_compute_the_same_pass_every_time() {
+        let spec = Spec::parse("resnet50:b1:s32+helpers").unwrap();
+        assert_eq!(spec.name(), "resnet50:b1:s32+helpers");
+        let w = spec.build().unwrap();
+        let Workload::Graph { graph, helpers, .. } = &w else {
+            unreachable!()
+        };
+        assert!(*helpers);
+        assert!(graph.ops.iter().any(|o| !o.temps.is_empty()));
+        let r = GraphRunner::new(graph, Compute::from_scale(0.0)).with_helpers(true);
+        let (a, left) = r.run_counted(true, Divergence::default());
+        assert_eq!(left, 0);
+        for _ in 0..3 {
+            let (b, _) = r.run_counted(true, Divergence::default());
+            assert_eq!(checksum(&a), checksum(&b));
+        }
+        // Another thread's runner, its tasks scheduled otherwise, agrees.
+        let other = std::thread::scope(|s| {
+            s.spawn(|| Runner::new(&w, Compute::from_scale(0.0)).run(0, None, true))
+                .join()
+                .unwrap()
+        });
+        assert_eq!(
+            other,
+            Runner::new(&w, Compute::from_scale(0.0)).run(0, None, true)
+        );
     }
 
     #[test]
