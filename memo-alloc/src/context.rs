@@ -9,7 +9,12 @@
 //! the main one under the pass's root scope, a helper under a scope `@<id>` of the root.
 //! A thread's contexts form a stack (`prev`): entering pushes, leaving pops.
 
+use std::alloc::{dealloc, Layout};
+use std::cell::Cell;
+use std::ptr;
+
 use crate::compile::{CompiledPlan, Shrink, NO_SLOT};
+use crate::fallible::try_box;
 use crate::pass::{Mode, PassState};
 use crate::recorder::Recorder;
 use crate::slab::Instance;
@@ -122,5 +127,63 @@ impl Context {
     pub(crate) fn pop_to(&mut self, depth: u32) {
         self.depth = self.depth.min(depth);
         self.node = self.top();
+    }
+}
+
+thread_local! {
+    /// The memory of this thread's last helper context, kept for its next one: a thread
+    /// that enters helper contexts op after op (a pool worker) allocates for the first
+    /// only. Uninitialised when not null; freed by [`free_spare`] at thread exit.
+    static SPARE: Cell<*mut Context> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// Boxes `ctx` in this thread's spare memory if it has one, else in a new allocation;
+/// `None` when memory runs out. Runs with the re-entrancy guard set.
+pub(crate) fn boxed(ctx: Context) -> Option<*mut Context> {
+    let spare = SPARE
+        .try_with(|s| s.replace(ptr::null_mut()))
+        .unwrap_or(ptr::null_mut());
+    if spare.is_null() {
+        return try_box(ctx).map(Box::into_raw);
+    }
+    // SAFETY: a spare is the uninitialised memory of a `Box<Context>` this thread owns
+    // (see `unboxed`); writing initialises it without dropping anything.
+    unsafe { spare.write(ctx) };
+    Some(spare)
+}
+
+/// Drops the context `ctx` (made by [`boxed`]) and, when `keep` (the thread will free its
+/// spare at exit), keeps its memory as this thread's spare if it has none. Runs with the
+/// re-entrancy guard set.
+///
+/// # Safety
+/// `ctx` came from [`boxed`] and is referenced nowhere any more.
+pub(crate) unsafe fn unboxed(ctx: *mut Context, keep: bool) {
+    // SAFETY: the caller passes the only reference to a live boxed context.
+    unsafe { ptr::drop_in_place(ctx) };
+    let kept = keep
+        && SPARE
+            .try_with(|s| {
+                let empty = s.get().is_null();
+                if empty {
+                    s.set(ctx);
+                }
+                empty
+            })
+            .unwrap_or(false);
+    if !kept {
+        // SAFETY: the memory of a `Box<Context>`, its contents dropped above.
+        unsafe { dealloc(ctx.cast(), Layout::new::<Context>()) };
+    }
+}
+
+/// Frees this thread's spare (at thread exit, with the re-entrancy guard set).
+pub(crate) fn free_spare() {
+    let spare = SPARE
+        .try_with(|s| s.replace(ptr::null_mut()))
+        .unwrap_or(ptr::null_mut());
+    if !spare.is_null() {
+        // SAFETY: a spare is the memory of a `Box<Context>` whose contents were dropped.
+        unsafe { dealloc(spare.cast(), Layout::new::<Context>()) };
     }
 }

@@ -18,7 +18,7 @@ use std::ptr;
 
 use crate::cache;
 use crate::config::{self, Config, Mode as ConfigMode};
-use crate::context::{Context, UNKNOWN};
+use crate::context::{self, Context, UNKNOWN};
 use crate::fallible::try_box;
 use crate::fork;
 use crate::pass::{Mode, PassState};
@@ -52,6 +52,7 @@ impl Drop for Sentinel {
             let top = tls::pass();
             // SAFETY: a non-null pointer is this thread's current context.
             let Some(ctx) = (unsafe { top.as_mut() }) else {
+                context::free_spare(); // every context left: the spare is the last
                 return;
             };
             ctx.abandoned.get_or_insert(AbandonReason::ThreadExit);
@@ -274,13 +275,13 @@ pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
             ctx.abandoned = Some(AbandonReason::OutOfMemory);
         }
     }
-    let Some(ctx) = try_box(ctx) else {
+    let serial = ctx.serial;
+    let Some(ctx) = context::boxed(ctx) else {
         release_helper_claim(pass, root);
         leave_resources(pass);
         return None;
     };
-    let serial = ctx.serial;
-    push(Box::into_raw(ctx));
+    push(ctx);
     Some(serial)
 }
 
@@ -332,8 +333,9 @@ pub(crate) fn leave(serial: u64) {
         p.check_in_main(ctx);
         return;
     };
-    // SAFETY: a helper context was boxed by `enter_helper`.
-    let mut c = unsafe { Box::from_raw(ctx) };
+    // SAFETY: a helper context was boxed by `enter_helper` and is now this thread's
+    // alone (popped); `unboxed` below is its end.
+    let c = unsafe { &mut *ctx };
     if !c.inst.is_null() {
         release_helper_claim(p, c.root);
     }
@@ -352,7 +354,10 @@ pub(crate) fn leave(serial: u64) {
     if let Some(rec) = c.recorder.take() {
         p.push_fragment(id, rec);
     }
-    drop(c);
+    // The spare is freed by the sentinel: kept only while the sentinel is alive.
+    let keep = SENTINEL.try_with(|_| ()).is_ok();
+    // SAFETY: popped above and referenced nowhere else; not used after this.
+    unsafe { context::unboxed(ctx, keep) };
     leave_resources(p);
     if p.release() {
         // SAFETY: the last reference.

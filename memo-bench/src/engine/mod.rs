@@ -233,13 +233,13 @@ impl<'a> Cursor<'a> {
 pub enum Temps {
     /// On the calling thread.
     Here,
-    /// On rayon's global pool, [`HELPER_TASKS`] tasks per temporary (each builds its share
-    /// as its own buffer); inside a memo pass each task enters it as helper context
-    /// `temporary * HELPER_TASKS + task` (an index, never a thread id).
+    /// On rayon's global pool, [`HELPER_TASKS`] tasks per temporary (`rayon::join`; each
+    /// builds its share as its own buffer); inside a memo pass each task enters it as
+    /// helper context `temporary * HELPER_TASKS + task` (an index, never a thread id).
     Helpers(Option<memo_alloc::PassHandle>),
 }
 
-/// Helper tasks per kernel temporary.
+/// Helper tasks per kernel temporary (the two sides of a `rayon::join`).
 pub const HELPER_TASKS: usize = 2;
 
 /// The mean of a temporary of `len` elements filled from `src` (an im2col-like gather).
@@ -261,23 +261,22 @@ fn temps_mean(temps: &[usize], src: &Buf, step: usize, at: &Temps) -> f32 {
     let Temps::Helpers(handle) = at else {
         return temps.iter().map(|&len| temp_mean(src, len, step) / n).sum();
     };
+    let task = |id: usize, part: usize| {
+        let build = || temp_mean(src, part, step) * part as f32;
+        match handle {
+            Some(h) => h.in_scope(id, build),
+            None => build(),
+        }
+    };
     let mut total = 0.0f32;
     for (i, &len) in temps.iter().enumerate() {
-        let mut sums = [0.0f32; HELPER_TASKS];
-        rayon::scope(|s| {
-            for (task, slot) in sums.iter_mut().enumerate() {
-                let part = len / HELPER_TASKS + usize::from(task < len % HELPER_TASKS);
-                let id = i * HELPER_TASKS + task;
-                s.spawn(move |_| {
-                    let build = || temp_mean(src, part, step) * part as f32;
-                    *slot = match handle {
-                        Some(h) => h.in_scope(id, build),
-                        None => build(),
-                    };
-                });
-            }
-        });
-        total += sums.iter().sum::<f32>() / len.max(1) as f32 / n;
+        // rayon::join's jobs live on the stack: the fork-join itself allocates nothing.
+        let half = len / 2;
+        let (a, b) = rayon::join(
+            || task(i * HELPER_TASKS, len - half),
+            || task(i * HELPER_TASKS + 1, half),
+        );
+        total += (a + b) / len.max(1) as f32 / n;
     }
     total
 }
