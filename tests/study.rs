@@ -78,6 +78,10 @@ fn recorded() -> &'static PathBuf {
         let input: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 / 7.0).collect();
         let out = program(&input);
         assert_eq!(out.len(), 1000);
+        // The trace is written by memo-alloc's planner thread.
+        assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
+            60
+        )));
         let path = dir.join("study-test.1.trace.json");
         assert!(path.exists(), "no trace at {}", path.display());
         path

@@ -11,6 +11,9 @@
 //! submitting unparks it (neither allocates). With `Config::planner` set to `inline`,
 //! jobs are planned on the submitting thread instead, as before.
 //!
+//! The process's exit waits (at most 10 s, from an `atexit` hook) for the profiles already
+//! submitted, so a short program still writes its trace and plan files.
+//!
 //! Across `fork`: the queue's lock is one of the allocator's locks (taken by the fork
 //! handlers). A child has no planner thread: it starts its own at its next submission;
 //! the job the parent's thread was planning at the fork is abandoned in the child.
@@ -97,8 +100,33 @@ pub(crate) fn submit(job: Job) -> bool {
     true
 }
 
+/// How long the process's exit waits for the profiles already submitted.
+const EXIT_DRAIN: Duration = Duration::from_secs(10);
+
+/// Set once the exit hook is registered.
+static AT_EXIT: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// At process exit (registered with `atexit` when the first planner thread starts): waits
+/// up to [`EXIT_DRAIN`] for the profiles already submitted, so that a short program's
+/// trace and plan files (`MEMO_TRACE_DIR`) are written before it ends. Nothing to wait
+/// for without a running planner thread (a forked child that never started one) or while
+/// tests hold it paused.
+extern "C" fn drain_at_exit() {
+    let running = tls::with_bookkeeping(|| QUEUE.with(|q| q.worker.is_some() || q.starting));
+    if running && !PAUSED.load(Ordering::Acquire) {
+        let _ = wait_for_plans(EXIT_DRAIN);
+    }
+}
+
 /// Starts the planner thread; if it cannot be started, plans the queued jobs here.
 fn start() {
+    if !AT_EXIT.swap(true, Ordering::AcqRel) {
+        // SAFETY: registers a plain `extern "C" fn` with no arguments, as atexit expects;
+        // it touches only this module's statics. A failure (no room) leaves exit as before.
+        unsafe {
+            libc::atexit(drain_at_exit);
+        }
+    }
     let spawned = std::thread::Builder::new()
         .name("memo-planner".into())
         .spawn(work);

@@ -138,3 +138,46 @@ fn child_fork_planner() {
     pause_planner(false);
     assert!(memo_alloc::wait_for_plans(WAIT));
 }
+
+#[test]
+fn a_program_that_exits_after_its_pass_still_writes_its_files() {
+    let dir = std::env::temp_dir().join(format!("memo-exit-drain-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_exit_after_pass",
+            "--test-threads=1",
+        ])
+        .env("MEMO_TEST_CHILD", "1")
+        .env("MEMO_PLANNER", "background")
+        .env("MEMO_TRACE_DIR", &dir)
+        .output()
+        .expect("spawn the test binary");
+    assert!(out.status.success(), "{out:?}");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.to_string_lossy().ends_with(".plan.json")),
+        "files written before the exit: {files:?}"
+    );
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_exit_after_pass() {
+    if !is_child() {
+        return;
+    }
+    {
+        let _p = memo_alloc::pass("exit-drain");
+        black_box(body(3_000)); // a plan that takes a while to make
+    }
+    // Exits at once, while the planner thread is still at work: `exit` runs the hook.
+    std::process::exit(0);
+}
