@@ -35,7 +35,7 @@
 //! preorder. The search is iterative (an explicit stack of frames) and undoes placements
 //! from a trail.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::max_add_tree::MaxAddTree;
@@ -103,8 +103,12 @@ enum Ret {
     Fail,
 }
 
-/// The preorders: which keys, in which order (W lifetime, A area, T section total).
-const PREORDERS: [[u8; 3]; 3] = [*b"WAT", *b"TAW", *b"TWA"];
+/// A preorder: which keys, in which order, all descending (W lifetime, A area, T the
+/// largest live section total over the buffer's sections, Z size).
+pub(crate) type Preorder = [u8; 3];
+
+/// The default rotation of preorders (MiniMalloc's).
+pub(crate) const PREORDERS: [Preorder; 3] = [*b"WAT", *b"TAW", *b"TWA"];
 
 /// The search state; reused across probes of one problem.
 pub(crate) struct Decider<'a> {
@@ -130,13 +134,18 @@ pub(crate) struct Decider<'a> {
     pool: Vec<Vec<Cand>>,
     solution: Vec<u64>,
     capacity: u64,
-    preorder: [u8; 3],
+    preorder: Preorder,
+    rotation: Vec<Preorder>,
     /// Nodes (placements tried) over all probes.
     pub nodes: u64,
     limit: u64,
     clock: Instant,
     time_cap: Option<Duration>,
-    cancel: Option<&'a AtomicBool>,
+    /// While racing (see `race.rs`): the fewest probe nodes at which a racer found a
+    /// packing; this decider stops once its own probe has used more (it can no longer win).
+    bar: Option<&'a AtomicU64>,
+    /// [`Decider::nodes`] when the current probe started.
+    probe_start: u64,
 }
 
 impl<'a> Decider<'a> {
@@ -161,17 +170,44 @@ impl<'a> Decider<'a> {
             solution: vec![0; sw.n],
             capacity: 0,
             preorder: PREORDERS[0],
+            rotation: PREORDERS.to_vec(),
             nodes: 0,
             limit: 0,
             clock: Instant::now(),
             time_cap: None,
-            cancel: None,
+            bar: None,
+            probe_start: 0,
         }
     }
 
-    /// Makes every later probe stop (as [`Probe::Unknown`]) once `flag` is set.
-    pub fn cancel_on(&mut self, flag: &'a AtomicBool) {
-        self.cancel = Some(flag);
+    /// The preorders [`Decider::solve`] rotates through (at least one).
+    pub fn set_rotation(&mut self, rotation: &[Preorder]) {
+        if !rotation.is_empty() {
+            self.rotation = rotation.to_vec();
+        }
+    }
+
+    /// One attempt under `preorder` alone, stopping after `limit` more nodes.
+    #[cfg(test)]
+    pub fn solve_once(&mut self, capacity: u64, preorder: Preorder, limit: u64) -> Probe {
+        self.capacity = capacity;
+        self.clock = Instant::now();
+        self.time_cap = None;
+        self.probe_start = self.nodes;
+        self.preorder = preorder;
+        self.limit = self.nodes.saturating_add(limit);
+        self.attempt()
+    }
+
+    /// Makes every later probe stop (as [`Probe::Unknown`]) once it has used more nodes
+    /// than `bar` says (a racer found a packing with fewer).
+    pub fn race_against(&mut self, bar: &'a AtomicU64) {
+        self.bar = Some(bar);
+    }
+
+    /// Nodes used by the current (or last) probe.
+    pub fn probe_nodes(&self) -> u64 {
+        self.nodes - self.probe_start
     }
 
     /// Decides whether everything fits under `capacity`, stopping when [`Decider::nodes`]
@@ -186,18 +222,26 @@ impl<'a> Decider<'a> {
         self.capacity = capacity;
         self.clock = clock;
         self.time_cap = time_cap;
+        self.probe_start = self.nodes;
         if self.sw.n == 0 {
             return Probe::Found(Vec::new());
         }
         let mut attempt = (2 * self.sw.n as u64).max(64);
         loop {
-            for preorder in PREORDERS {
+            for k in 0..self.rotation.len() {
+                let preorder = self.rotation[k];
                 let left = limit.saturating_sub(self.nodes);
                 if left == 0 || self.timed_out() {
                     return Probe::Unknown;
                 }
                 self.preorder = preorder;
-                self.limit = self.nodes + attempt.min(left);
+                // One preorder alone gains nothing from restarts.
+                let share = if self.rotation.len() == 1 {
+                    left
+                } else {
+                    attempt.min(left)
+                };
+                self.limit = self.nodes + share;
                 let r = self.attempt();
                 match r {
                     Probe::Unknown => {}
@@ -209,7 +253,8 @@ impl<'a> Decider<'a> {
     }
 
     fn timed_out(&self) -> bool {
-        self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        self.bar
+            .is_some_and(|b| self.probe_nodes() > b.load(Ordering::Relaxed))
             || self.time_cap.is_some_and(|cap| self.clock.elapsed() >= cap)
     }
 
@@ -441,6 +486,7 @@ impl<'a> Decider<'a> {
                 *slot = match c {
                     b'W' => w,
                     b'A' => w * sw.sizes[i] as u128,
+                    b'Z' => sw.sizes[i] as u128,
                     _ => t,
                 };
             }

@@ -26,6 +26,7 @@
 //! pairs. The returned plan is always valid and never higher than the start plan.
 
 mod decide;
+mod race;
 mod schedule;
 mod sweep;
 

@@ -289,3 +289,59 @@ proptest::proptest! {
         proptest::prop_assert!(h <= start.height(&p));
     }
 }
+
+/// Nodes each preorder needs alone at the lower bound (a measurement, not a check):
+/// `cargo test --release -p memo-planner census -- --ignored --nocapture`, with
+/// `CENSUS=A,B,plane:200:1` to choose the instances and `CENSUS_NODES` the limit.
+#[test]
+#[ignore]
+fn census_of_preorders() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/minimalloc/challenging"
+    );
+    let names = std::env::var("CENSUS").unwrap_or_else(|_| "A,B,C,E,F,G,H,I,K".into());
+    let limit: u64 = std::env::var("CENSUS_NODES")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(20_000_000);
+    let orders: Vec<[u8; 3]> = std::env::var("CENSUS_ORDERS")
+        .unwrap_or_else(|_| "WAT,TAW,TWA,AWT,ATW,ZWT,WZT".into())
+        .split(',')
+        .map(|s| s.as_bytes().try_into().expect("three letters"))
+        .collect();
+    for name in names.split(',') {
+        let p = match name.strip_prefix("plane:") {
+            Some(spec) => {
+                let v: Vec<u64> = spec.split(':').map(|x| x.parse().unwrap()).collect();
+                exact_plane(v[0] as usize, 1 << 20, v[1])
+            }
+            None => {
+                crate::format::read_problem_file(format!("{dir}/{name}.1048576.csv"))
+                    .unwrap()
+                    .0
+            }
+        };
+        let cap = crate::offsets_lower_bound(&p);
+        let sw = Sweep::new(&p, u64::MAX).unwrap();
+        let mut line = format!("{name} n={}", p.len());
+        for &o in &orders {
+            let mut d = Decider::new(&sw);
+            let t = Instant::now();
+            let r = d.solve_once(cap, o, limit);
+            let tag = match r {
+                Probe::Found(_) => "ok",
+                Probe::Infeasible => "INF",
+                Probe::Unknown => "-",
+            };
+            line += &format!(
+                "  {}:{}{} {:.2}s",
+                std::str::from_utf8(&o).unwrap(),
+                d.nodes,
+                tag,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        println!("{line}");
+    }
+}
