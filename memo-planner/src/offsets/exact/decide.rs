@@ -146,6 +146,9 @@ pub(crate) struct Decider<'a> {
     bar: Option<&'a AtomicU64>,
     /// [`Decider::nodes`] when the current probe started.
     probe_start: u64,
+    /// Sections covered by a candidate at the current level (stamped with `cover_epoch`).
+    cover: Vec<u32>,
+    cover_epoch: u32,
 }
 
 impl<'a> Decider<'a> {
@@ -177,6 +180,8 @@ impl<'a> Decider<'a> {
             time_cap: None,
             bar: None,
             probe_start: 0,
+            cover: vec![0; s],
+            cover_epoch: 0,
         }
     }
 
@@ -386,7 +391,9 @@ impl<'a> Decider<'a> {
                     let part_id = *part;
                     let mark = self.trail.len();
                     let (fits, hatless) = self.place(i as usize, o, part_id);
-                    if !fits {
+                    if !fits
+                        || (self.zero_cuts.is_empty() && !self.level_filled(part_id, o, list, *pos))
+                    {
                         self.unplace(i as usize, mark);
                         continue;
                     }
@@ -487,6 +494,7 @@ impl<'a> Decider<'a> {
                     b'W' => w,
                     b'A' => w * sw.sizes[i] as u128,
                     b'Z' => sw.sizes[i] as u128,
+                    b'L' => sw.span[i].0 as u128,
                     _ => t,
                 };
             }
@@ -630,6 +638,46 @@ impl<'a> Decider<'a> {
             }
         }
         (fits, hatless)
+    }
+
+    /// The *level rule*, for the child that placed a buffer at `o` (its candidates after
+    /// `list[from..]` are the ones ranked after it). Every later placement in this
+    /// sub-problem goes at `o` (only a buffer whose `min_offset` is `o` and that is ranked
+    /// after the one placed: a buffer below `o` can only rise above it) or at `o +
+    /// granule` or higher. So a section whose unplaced total does not fit above `o +
+    /// granule` needs a member among those candidates at `o`; without one, the child fails.
+    /// On tight instances (slack under a granule, as in exact tilings) this finds the
+    /// dead end at once instead of after every other section at this level was filled.
+    fn level_filled(&mut self, part: u32, o: u64, list: &[Cand], from: usize) -> bool {
+        let sw = self.sw;
+        let p = &self.parts[part as usize];
+        let (lo, hi) = (p.lo as usize, p.hi as usize);
+        let threshold = (self.capacity as i128 - o as i128 - sw.granule as i128).max(0);
+        if self.rem.max_in(lo, hi) as i128 <= threshold {
+            return true;
+        }
+        self.cover_epoch = self.cover_epoch.wrapping_add(1);
+        if self.cover_epoch == 0 {
+            self.cover.iter_mut().for_each(|x| *x = 0);
+            self.cover_epoch = 1;
+        }
+        let epoch = self.cover_epoch;
+        for &(m, _, c) in &list[from..] {
+            if m != o {
+                break; // sorted by offset
+            }
+            let c = c as usize;
+            if self.offsets[c] != UNPLACED || self.min_off[c] != o {
+                continue;
+            }
+            let (s, e) = sw.span[c];
+            for k in s..e {
+                self.cover[k as usize] = epoch;
+            }
+        }
+        let cover = &self.cover;
+        self.rem
+            .all_above(lo, hi, threshold, &mut |k| cover[k] == epoch)
     }
 
     fn unplace(&mut self, i: usize, mark: usize) {

@@ -26,7 +26,7 @@ use crate::problem::Problem;
 
 use super::decide::{Decider, Preorder, Probe};
 use super::race::Race;
-use super::sweep::Sweep;
+use super::sweep::{granule, Sweep};
 use super::{ExactOptions, ExactOutcome};
 
 /// The rotation of the short first probe (MiniMalloc's three, the most productive first).
@@ -90,32 +90,6 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
     let lower = track.lower;
     let out = finish(problem, out, None, lower);
     finish(problem, out, track.best, lower)
-}
-
-/// The granule of heights: every offset of a canonical packing, and so every height the
-/// search can find, is a multiple of it. It divides every size, and every alignment that
-/// does not already divide it (an offset rounded up to such an alignment stays a
-/// multiple of the granule).
-fn granule(problem: &Problem) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    let b = problem.buffers();
-    let mut g = b.iter().fold(0, |g, x| gcd(g, x.size));
-    loop {
-        let next = b
-            .iter()
-            .filter(|x| g % x.align != 0)
-            .fold(g, |g, x| gcd(g, x.align));
-        if next == g {
-            return g.max(1);
-        }
-        g = next;
-    }
 }
 
 /// What the descent track found.

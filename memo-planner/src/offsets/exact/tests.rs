@@ -277,6 +277,26 @@ proptest::proptest! {
         }
     }
 
+    /// Exact tilings are tight everywhere (no section has a granule of slack), where the
+    /// level rule prunes most: every capacity from the bound up must still be found
+    /// feasible, and one below it proven infeasible.
+    #[test]
+    fn tight_tilings_pack_at_their_height(n in 2usize..14, height in 2u64..40, seed in 0u64..1_000) {
+        let p = exact_plane(n, height, seed);
+        let o = ExactOptions { node_limit: u64::MAX / 4, ..small() };
+        for cap in height..height + 3 {
+            match decide(&p, cap, &o) {
+                Decision::Feasible(plan) => {
+                    proptest::prop_assert!(validate_offsets(&p, &plan).unwrap() <= cap);
+                }
+                other => proptest::prop_assert!(false, "{:?} at {}", other, cap),
+            }
+        }
+        proptest::prop_assert_eq!(decide(&p, height - 1, &o), Decision::Infeasible);
+        let out = from_naive(&p, &o);
+        proptest::prop_assert_eq!((out.height, out.optimal), (height, true));
+    }
+
     #[test]
     fn plans_validate_within_a_small_budget(p in strategies::problem(40)) {
         let o = ExactOptions { node_limit: 2_000, min_nodes: 0, time_cap: None, max_buffers: 64, parallel: false };
@@ -292,7 +312,8 @@ proptest::proptest! {
 
 /// Nodes each preorder needs alone at the lower bound (a measurement, not a check):
 /// `cargo test --release -p memo-planner census -- --ignored --nocapture`, with
-/// `CENSUS=A,B,plane:200:1` to choose the instances and `CENSUS_NODES` the limit.
+/// `CENSUS=A,B,plane:200:1` to choose the instances, `CENSUS_NODES` the limit and
+/// `CENSUS_RATIO` the capacity as a multiple of the lower bound.
 #[test]
 #[ignore]
 fn census_of_preorders() {
@@ -322,7 +343,11 @@ fn census_of_preorders() {
                     .0
             }
         };
-        let cap = crate::offsets_lower_bound(&p);
+        let ratio: f64 = std::env::var("CENSUS_RATIO")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(1.0);
+        let cap = (crate::offsets_lower_bound(&p) as f64 * ratio) as u64;
         let sw = Sweep::new(&p, u64::MAX).unwrap();
         let mut line = format!("{name} n={}", p.len());
         for &o in &orders {
