@@ -28,12 +28,19 @@
 //!   live section totals), solved once; the first failing side fails the placement, and a
 //!   solved side is never searched again. The root is split the same way (static cuts).
 //!
-//! Each attempt uses one of three preorders (descending keys, after MiniMalloc's WAT, TAW
-//! and TWA: W = lifetime, A = area, T = the largest unplaced section total over the
-//! buffer's sections); attempts run round robin with a node limit that doubles every
-//! round. An attempt that ends without a packing proves infeasibility, whatever its
-//! preorder. The search is iterative (an explicit stack of frames) and undoes placements
-//! from a trail.
+//! - **level rule**: after a placement at `o`, a section whose unplaced total leaves less
+//!   than a granule above `o` needs an unplaced member that can still go exactly at `o`
+//!   (its `min_offset` is `o` and it is ranked after the buffer placed); see
+//!   [`Decider::level_filled`].
+//!
+//! Each attempt uses one preorder of a rotation (descending keys, after MiniMalloc's WAT,
+//! TAW and TWA: W = lifetime, A = area, T = the largest unplaced section total over the
+//! buffer's sections; also Z = size, L = first section, R = a seeded random tie-break).
+//! Fixed rotations run round robin with a node limit that doubles every round (one fixed
+//! preorder alone runs once with the whole limit); rotations with a random key restart on
+//! the Luby sequence, each attempt with a new order. An attempt that ends without a
+//! packing proves infeasibility, whatever its preorder. The search is iterative (an
+//! explicit stack of frames) and undoes placements from a trail.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -104,7 +111,8 @@ enum Ret {
 }
 
 /// A preorder: which keys, in which order, all descending (W lifetime, A area, T the
-/// largest live section total over the buffer's sections, Z size).
+/// largest live section total over the buffer's sections, Z size, L first section, R a
+/// random number seeded by the racer, the probe and the attempt); ties by index.
 pub(crate) type Preorder = [u8; 3];
 
 /// The default rotation of preorders (MiniMalloc's).
@@ -149,6 +157,11 @@ pub(crate) struct Decider<'a> {
     /// Sections covered by a candidate at the current level (stamped with `cover_epoch`).
     cover: Vec<u32>,
     cover_epoch: u32,
+    /// Probes started, and attempts started in the current probe: with `seed`, they seed
+    /// the random key `R`.
+    probes: u64,
+    attempts: u64,
+    seed: u64,
 }
 
 impl<'a> Decider<'a> {
@@ -182,7 +195,15 @@ impl<'a> Decider<'a> {
             probe_start: 0,
             cover: vec![0; s],
             cover_epoch: 0,
+            probes: 0,
+            attempts: 0,
+            seed: 0,
         }
+    }
+
+    /// Seeds the random key `R` (racers with the same rotation get different orders).
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
     }
 
     /// The preorders [`Decider::solve`] rotates through (at least one).
@@ -228,11 +249,20 @@ impl<'a> Decider<'a> {
         self.clock = clock;
         self.time_cap = time_cap;
         self.probe_start = self.nodes;
+        // Random orders depend only on the seed, the probe and the attempt within it, never
+        // on where an earlier probe was stopped.
+        self.probes += 1;
+        self.attempts = 0;
         if self.sw.n == 0 {
             return Probe::Found(Vec::new());
         }
-        let mut attempt = (2 * self.sw.n as u64).max(64);
+        let base = (2 * self.sw.n as u64).max(64);
+        // Randomised preorders restart on the Luby sequence (short attempts, now and then a
+        // longer one); fixed ones double their attempts every round.
+        let random = self.rotation.iter().any(|p| p.contains(&b'R'));
+        let mut round = 0u64;
         loop {
+            round += 1;
             for k in 0..self.rotation.len() {
                 let preorder = self.rotation[k];
                 let left = limit.saturating_sub(self.nodes);
@@ -240,20 +270,20 @@ impl<'a> Decider<'a> {
                     return Probe::Unknown;
                 }
                 self.preorder = preorder;
-                // One preorder alone gains nothing from restarts.
-                let share = if self.rotation.len() == 1 {
-                    left
+                let share = if random {
+                    base.saturating_mul(luby(round))
+                } else if self.rotation.len() == 1 {
+                    left // one fixed preorder alone gains nothing from restarts
                 } else {
-                    attempt.min(left)
+                    base.saturating_mul(1u64 << (round - 1).min(62))
                 };
-                self.limit = self.nodes + share;
+                self.limit = self.nodes + share.min(left);
                 let r = self.attempt();
                 match r {
                     Probe::Unknown => {}
                     answer => return answer,
                 }
             }
-            attempt = attempt.saturating_mul(2);
         }
     }
 
@@ -280,6 +310,7 @@ impl<'a> Decider<'a> {
 
     /// One depth-first search under the current preorder.
     fn attempt(&mut self) -> Probe {
+        self.attempts += 1;
         self.reset();
         let sw = self.sw;
         if sw.breadth.iter().any(|&t| t > self.capacity)
@@ -495,6 +526,9 @@ impl<'a> Decider<'a> {
                     b'A' => w * sw.sizes[i] as u128,
                     b'Z' => sw.sizes[i] as u128,
                     b'L' => sw.span[i].0 as u128,
+                    b'R' => {
+                        mix(i as u64 ^ mix(self.seed ^ (self.probes << 32) ^ self.attempts)) as u128
+                    }
                     _ => t,
                 };
             }
@@ -704,5 +738,35 @@ impl<'a> Decider<'a> {
         self.zero_cuts.clear();
         self.offsets[i] = UNPLACED;
         self.eff[i] = self.min_off[i];
+    }
+}
+
+/// A 64-bit mixer (splitmix64's finaliser): the random preorder key.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The Luby sequence 1, 1, 2, 1, 1, 2, 4, 1, 1, 2, ... (`k` from 1): restart lengths that
+/// are within a log factor of the best fixed length for any heavy-tailed search.
+fn luby(k: u64) -> u64 {
+    let mut k = k.max(1);
+    loop {
+        // The smallest power of two 2^j with k <= 2^j - 1.
+        let j = 64 - k.leading_zeros() as u64;
+        if k == (1u64 << j) - 1 {
+            return 1 << (j - 1);
+        }
+        k -= (1u64 << (j - 1)) - 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn luby_sequence() {
+        let got: Vec<u64> = (1..=15).map(super::luby).collect();
+        assert_eq!(got, [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]);
     }
 }

@@ -10,8 +10,11 @@
 //! `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
 //! the `exact` strategy passes the `best` portfolio's plan) by a schedule of such probes
 //! (the `schedule` module): a probe at the lower bound, then a descent from the best
-//! height found, in steps that grow while probes succeed. On two threads (see
-//! [`ExactOptions::parallel`]) the lower-bound probe and the descent run side by side.
+//! height found, in steps that grow while probes succeed. Each probe after the first is a
+//! *race* of two deciders with different preorders (the `race` module), one per core
+//! with [`ExactOptions::parallel`], decided by node counts so that the answer does not
+//! depend on the threads; the descent's racers restart randomised preorders on the Luby
+//! sequence.
 //!
 //! # Complexity and budget
 //!
@@ -43,8 +46,8 @@ pub use schedule::search;
 pub struct ExactOptions {
     /// Search nodes (placements tried) for an instance of up to [`NODE_SCALE_BUFFERS`]
     /// buffers; larger instances get proportionally fewer, never fewer than
-    /// [`ExactOptions::min_nodes`]. With [`ExactOptions::parallel`], each of the two
-    /// threads has this budget.
+    /// [`ExactOptions::min_nodes`]. Each of the two racers has this budget (half of it
+    /// for the race at the lower bound, the rest for the descent).
     pub node_limit: u64,
     /// The node budget never drops below this (nor above `node_limit`).
     pub min_nodes: u64,
@@ -52,8 +55,8 @@ pub struct ExactOptions {
     pub time_cap: Option<Duration>,
     /// Above this many buffers no search is made and the start plan is returned.
     pub max_buffers: usize,
-    /// Run the lower-bound probe and the descent on two threads once the search turns out
-    /// to be hard (the result does not depend on it).
+    /// Run the two racers of each probe on two threads once the search turns out to be
+    /// hard (the result does not depend on it).
     pub parallel: bool,
 }
 

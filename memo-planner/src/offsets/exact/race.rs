@@ -25,6 +25,12 @@ pub(crate) const FIRST: [Preorder; 1] = [*b"TWA"];
 /// The second racer's rotation (TAW packs B, C and H first; WAT and AWT add variety).
 pub(crate) const SECOND: [Preorder; 3] = [*b"TAW", *b"WAT", *b"AWT"];
 
+/// Both racers' rotation in the descent: T, then W, then a random tie-break, restarted on
+/// the Luby sequence with a seed per racer. Below the best height the search is
+/// heavy-tailed: on J at 1.0404x the lower bound one attempt in ten packs within 15,000
+/// nodes, while a fixed preorder finds nothing in millions.
+pub(crate) const DESCENT: [Preorder; 1] = [*b"TWR"];
+
 /// The two racers and the count they race on.
 pub(crate) struct Race<'a> {
     racers: [Decider<'a>; 2],
@@ -45,14 +51,22 @@ impl<'a> Race<'a> {
         let mut a = Decider::new(sw);
         a.set_rotation(&FIRST);
         a.race_against(bar);
+        a.set_seed(1);
         let mut b = Decider::new(sw);
         b.set_rotation(&SECOND);
         b.race_against(bar);
+        b.set_seed(2);
         Race {
             racers: [a, b],
             bar,
             parallel,
         }
+    }
+
+    /// Gives the racers new rotations (the descent's).
+    pub fn set_rotations(&mut self, first: &[Preorder], second: &[Preorder]) {
+        self.racers[0].set_rotation(first);
+        self.racers[1].set_rotation(second);
     }
 
     /// Nodes used by both racers so far (wall-clock dependent on two threads).

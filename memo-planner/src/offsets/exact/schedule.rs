@@ -25,12 +25,20 @@ use crate::plan::OffsetPlan;
 use crate::problem::Problem;
 
 use super::decide::{Decider, Preorder, Probe};
-use super::race::Race;
+use super::race::{self, Race};
 use super::sweep::{granule, Sweep};
 use super::{ExactOptions, ExactOutcome};
 
 /// The rotation of the short first probe (MiniMalloc's three, the most productive first).
 const QUICK: [Preorder; 3] = [*b"TWA", *b"TAW", *b"WAT"];
+
+/// The race at the lower bound gets this share (1/2) of each racer's budget; the descent
+/// gets the rest.
+const LOWER_BOUND_SHARE: u64 = 2;
+
+/// The descent's first step is the gap between the start height and the lower bound
+/// divided by this (then doubled on every success).
+const FIRST_STEP_DIVISOR: u64 = 64;
 
 /// No search when more pairs of buffers conflict (about 8 bytes of memory per pair).
 pub(crate) const MAX_CONFLICT_PAIRS: u64 = 8_000_000;
@@ -74,7 +82,7 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
     let mut race = Race::new(&sw, &bar, options.parallel);
     let mut left = budget;
     if lower == lb {
-        let o = race.probe(lb, left / 2, clock, options.time_cap);
+        let o = race.probe(lb, left / LOWER_BOUND_SHARE, clock, options.time_cap);
         left -= o.charge.min(left);
         match o.probe {
             Probe::Found(offsets) => {
@@ -85,6 +93,7 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
             Probe::Unknown => {}
         }
     }
+    race.set_rotations(&race::DESCENT, &race::DESCENT);
     let track = descend(&mut race, problem, start_h, lower, g, left, clock, options);
     out.nodes += race.nodes();
     let lower = track.lower;
@@ -124,7 +133,8 @@ fn descend(
     options: &ExactOptions,
 ) -> Track {
     let mut t = Track::empty(start_h, lower);
-    let mut step = g;
+    // The first step: a small share of the gap (small instances) but at least a granule.
+    let mut step = ((start_h.saturating_sub(lower) / FIRST_STEP_DIVISOR) / g).max(1) * g;
     let share = (budget / 16).max(1);
     let mut left = budget;
     while t.best_h > t.lower && left > 0 {

@@ -350,8 +350,12 @@ fn census_of_preorders() {
         let cap = (crate::offsets_lower_bound(&p) as f64 * ratio) as u64;
         let sw = Sweep::new(&p, u64::MAX).unwrap();
         let mut line = format!("{name} n={}", p.len());
-        for &o in &orders {
-            let mut d = Decider::new(&sw);
+        let repeats: usize = std::env::var("CENSUS_REPEAT")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(1);
+        let mut d = Decider::new(&sw);
+        for &o in orders.iter().flat_map(|o| std::iter::repeat_n(o, repeats)) {
             let t = Instant::now();
             let r = d.solve_once(cap, o, limit);
             let tag = match r {
@@ -362,7 +366,7 @@ fn census_of_preorders() {
             line += &format!(
                 "  {}:{}{} {:.2}s",
                 std::str::from_utf8(&o).unwrap(),
-                d.nodes,
+                d.probe_nodes(),
                 tag,
                 t.elapsed().as_secs_f64()
             );
