@@ -258,8 +258,7 @@ impl<'a> Decider<'a> {
         }
         let base = (2 * self.sw.n as u64).max(64);
         // Randomised preorders restart on the Luby sequence (short attempts, now and then a
-        // longer one); fixed ones double their attempts every round.
-        let random = self.rotation.iter().any(|p| p.contains(&b'R'));
+        // longer one, each with a new order); fixed ones double their attempts every round.
         let mut round = 0u64;
         loop {
             round += 1;
@@ -270,7 +269,7 @@ impl<'a> Decider<'a> {
                     return Probe::Unknown;
                 }
                 self.preorder = preorder;
-                let share = if random {
+                let share = if is_random(&preorder) {
                     base.saturating_mul(luby(round))
                 } else if self.rotation.len() == 1 {
                     left // one fixed preorder alone gains nothing from restarts
@@ -526,8 +525,10 @@ impl<'a> Decider<'a> {
                     b'A' => w * sw.sizes[i] as u128,
                     b'Z' => sw.sizes[i] as u128,
                     b'L' => sw.span[i].0 as u128,
-                    b'R' => {
-                        mix(i as u64 ^ mix(self.seed ^ (self.probes << 32) ^ self.attempts)) as u128
+                    b'R' => self.noise(i) as u128,
+                    // Area scaled by a random factor in [1, 2).
+                    b'a' => {
+                        w * sw.sizes[i] as u128 * ((1u128 << 32) + (self.noise(i) >> 32) as u128)
                     }
                     _ => t,
                 };
@@ -547,6 +548,11 @@ impl<'a> Decider<'a> {
         );
         list.sort_unstable();
         list
+    }
+
+    /// The random key of buffer `i` in the current attempt.
+    fn noise(&self, i: usize) -> u64 {
+        mix(i as u64 ^ mix(self.seed ^ (self.probes << 32) ^ self.attempts))
     }
 
     /// The candidates of a child: the parent's unplaced ones with their new offsets.
@@ -746,6 +752,11 @@ fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
+}
+
+/// Whether `preorder` has a random key (a new order at every attempt).
+fn is_random(preorder: &Preorder) -> bool {
+    preorder.iter().any(|&c| c == b'R' || c == b'a')
 }
 
 /// The Luby sequence 1, 1, 2, 1, 1, 2, 4, 1, 1, 2, ... (`k` from 1): restart lengths that

@@ -22,14 +22,19 @@ use super::sweep::Sweep;
 /// preorder by far: it packs A, E, F, G, I and K at their lower bounds first).
 pub(crate) const FIRST: [Preorder; 1] = [*b"TWA"];
 
-/// The second racer's rotation (TAW packs B, C and H first; WAT and AWT add variety).
-pub(crate) const SECOND: [Preorder; 3] = [*b"TAW", *b"WAT", *b"AWT"];
+/// The second racer's rotation (TAW packs B, C and H first; WAT and AWT add variety; the
+/// randomised TWR and aRR, on short Luby restarts, pack some exact tilings).
+pub(crate) const SECOND: [Preorder; 5] = [*b"TAW", *b"WAT", *b"AWT", *b"TWR", *b"aRR"];
 
 /// Both racers' rotation in the descent: T, then W, then a random tie-break, restarted on
 /// the Luby sequence with a seed per racer. Below the best height the search is
 /// heavy-tailed: on J at 1.0404x the lower bound one attempt in ten packs within 15,000
 /// nodes, while a fixed preorder finds nothing in millions.
 pub(crate) const DESCENT: [Preorder; 1] = [*b"TWR"];
+
+/// The second racer's rotation in the descent: TWR and area with random weights (on exact
+/// tilings, area first is the better greedy).
+pub(crate) const DESCENT_SECOND: [Preorder; 2] = [*b"TWR", *b"aRR"];
 
 /// The two racers and the count they race on.
 pub(crate) struct Race<'a> {

@@ -93,7 +93,7 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
             Probe::Unknown => {}
         }
     }
-    race.set_rotations(&race::DESCENT, &race::DESCENT);
+    race.set_rotations(&race::DESCENT, &race::DESCENT_SECOND);
     let track = descend(&mut race, problem, start_h, lower, g, left, clock, options);
     out.nodes += race.nodes();
     let lower = track.lower;
