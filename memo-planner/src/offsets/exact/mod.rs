@@ -131,8 +131,9 @@ pub fn plan(problem: &Problem, start: &OffsetPlan) -> OffsetPlan {
     search(problem, start, &ExactOptions::default()).plan
 }
 
-/// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode), within
-/// the node budget of `options` (all of it for this one capacity).
+/// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode) by one
+/// race of the two racers (on two threads with [`ExactOptions::parallel`]; the answer
+/// does not depend on it), each within the node budget of `options`.
 pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decision {
     if problem.is_empty() {
         return Decision::Feasible(OffsetPlan::default());
@@ -146,9 +147,11 @@ pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decis
     let Some(sw) = sweep::Sweep::new(problem, schedule::MAX_CONFLICT_PAIRS) else {
         return Decision::Unknown;
     };
-    let mut d = decide::Decider::new(&sw);
+    let bar = std::sync::atomic::AtomicU64::new(u64::MAX);
+    let mut race = race::Race::new(&sw, &bar, options.parallel);
     let limit = options.nodes_for(problem.len());
-    match d.solve(capacity, limit, std::time::Instant::now(), options.time_cap) {
+    let clock = std::time::Instant::now();
+    match race.probe(capacity, limit, clock, options.time_cap).probe {
         decide::Probe::Found(offsets) => Decision::Feasible(OffsetPlan { offsets }),
         decide::Probe::Infeasible => Decision::Infeasible,
         decide::Probe::Unknown => Decision::Unknown,

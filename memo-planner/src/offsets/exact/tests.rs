@@ -176,15 +176,21 @@ fn respects_the_node_budget_and_stays_valid() {
 
 #[test]
 fn threads_do_not_change_the_answer() {
-    for seed in 0..4 {
-        let p = dnn_trace(120, seed);
+    // DNN traces, and exact tilings (whose searches reach the randomised descent).
+    let mut searched = 0;
+    for (seed, p) in (0..4)
+        .map(|s| (s, dnn_trace(120, s)))
+        .chain((0..4).map(|s| (s, exact_plane(60, 1000, s))))
+    {
         let start = crate::offsets::greedy_by_size::plan(&p);
         let o = ExactOptions {
             node_limit: 3_000,
             min_nodes: 0,
+            max_buffers: 1000,
             ..small()
         };
         let a = search(&p, &start, &o);
+        searched += u32::from(a.nodes > 0 && a.height < start.height(&p));
         let b = search(
             &p,
             &start,
@@ -199,6 +205,7 @@ fn threads_do_not_change_the_answer() {
             "seed {seed}"
         );
     }
+    assert!(searched >= 3, "{searched}");
 }
 
 /// The optimum by brute force: every order, each buffer at the top of the placed
