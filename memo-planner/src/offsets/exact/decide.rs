@@ -33,11 +33,9 @@
 //!   (its `min_offset` is `o` and it is ranked after the buffer placed); see
 //!   [`Decider::level_filled`].
 //!
-//! Each attempt uses one preorder of a rotation (descending keys, after MiniMalloc's WAT,
-//! TAW and TWA: W = lifetime, A = area, T = the largest unplaced section total over the
-//! buffer's sections; also Z = size, L = first section, R = a seeded random tie-break).
-//! Fixed rotations run round robin with a node limit that doubles every round (one fixed
-//! preorder alone runs once with the whole limit); rotations with a random key restart on
+//! Each attempt uses one preorder of a rotation (see the `order` module). Fixed
+//! preorders run round robin with a node limit that doubles every round (one fixed
+//! preorder alone runs once with the whole limit); preorders with a random key restart on
 //! the Luby sequence, each attempt with a new order. An attempt that ends without a
 //! packing proves infeasibility, whatever its preorder. The search is iterative (an
 //! explicit stack of frames) and undoes placements from a trail.
@@ -48,6 +46,7 @@ use std::time::{Duration, Instant};
 use crate::max_add_tree::MaxAddTree;
 use crate::problem::align_up;
 
+use super::order::{is_random, key, luby, mix, Facts, Preorder, PREORDERS};
 use super::sweep::Sweep;
 
 const UNPLACED: u64 = u64::MAX;
@@ -109,14 +108,6 @@ enum Ret {
     Ok,
     Fail,
 }
-
-/// A preorder: which keys, in which order, all descending (W lifetime, A area, T the
-/// largest live section total over the buffer's sections, Z size, L first section, R a
-/// random number seeded by the racer, the probe and the attempt); ties by index.
-pub(crate) type Preorder = [u8; 3];
-
-/// The default rotation of preorders (MiniMalloc's).
-pub(crate) const PREORDERS: [Preorder; 3] = [*b"WAT", *b"TAW", *b"TWA"];
 
 /// The search state; reused across probes of one problem.
 pub(crate) struct Decider<'a> {
@@ -510,33 +501,25 @@ impl<'a> Decider<'a> {
     fn root_list(&mut self, part: u32) -> Vec<Cand> {
         let sw = self.sw;
         let p = &self.parts[part as usize];
-        let key = |i: usize| -> [u128; 3] {
+        let attempt_seed = mix(self.seed ^ (self.probes << 32) ^ self.attempts);
+        let key_of = |i: usize| -> [u128; 3] {
             let (s, e) = sw.span[i];
             let t = self.total[s as usize..e as usize]
                 .iter()
                 .copied()
                 .max()
-                .unwrap_or(0) as u128;
-            let w = sw.widths[i] as u128;
-            let mut k = [0u128; 3];
-            for (slot, c) in k.iter_mut().zip(self.preorder) {
-                *slot = match c {
-                    b'W' => w,
-                    b'A' => w * sw.sizes[i] as u128,
-                    b'Z' => sw.sizes[i] as u128,
-                    b'L' => sw.span[i].0 as u128,
-                    b'R' => self.noise(i) as u128,
-                    // Area scaled by a random factor in [1, 2).
-                    b'a' => {
-                        w * sw.sizes[i] as u128 * ((1u128 << 32) + (self.noise(i) >> 32) as u128)
-                    }
-                    _ => t,
-                };
-            }
-            k
+                .unwrap_or(0);
+            let facts = Facts {
+                width: sw.widths[i],
+                size: sw.sizes[i],
+                total: t,
+                first: sw.span[i].0,
+                noise: mix(i as u64 ^ attempt_seed),
+            };
+            key(&self.preorder, &facts)
         };
         let mut keyed: Vec<([u128; 3], u32)> =
-            p.buffers.iter().map(|&i| (key(i as usize), i)).collect();
+            p.buffers.iter().map(|&i| (key_of(i as usize), i)).collect();
         keyed.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut list = self.pool.pop().unwrap_or_default();
         list.clear();
@@ -548,11 +531,6 @@ impl<'a> Decider<'a> {
         );
         list.sort_unstable();
         list
-    }
-
-    /// The random key of buffer `i` in the current attempt.
-    fn noise(&self, i: usize) -> u64 {
-        mix(i as u64 ^ mix(self.seed ^ (self.probes << 32) ^ self.attempts))
     }
 
     /// The candidates of a child: the parent's unplaced ones with their new offsets.
@@ -744,40 +722,5 @@ impl<'a> Decider<'a> {
         self.zero_cuts.clear();
         self.offsets[i] = UNPLACED;
         self.eff[i] = self.min_off[i];
-    }
-}
-
-/// A 64-bit mixer (splitmix64's finaliser): the random preorder key.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Whether `preorder` has a random key (a new order at every attempt).
-fn is_random(preorder: &Preorder) -> bool {
-    preorder.iter().any(|&c| c == b'R' || c == b'a')
-}
-
-/// The Luby sequence 1, 1, 2, 1, 1, 2, 4, 1, 1, 2, ... (`k` from 1): restart lengths that
-/// are within a log factor of the best fixed length for any heavy-tailed search.
-fn luby(k: u64) -> u64 {
-    let mut k = k.max(1);
-    loop {
-        // The smallest power of two 2^j with k <= 2^j - 1.
-        let j = 64 - k.leading_zeros() as u64;
-        if k == (1u64 << j) - 1 {
-            return 1 << (j - 1);
-        }
-        k -= (1u64 << (j - 1)) - 1;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn luby_sequence() {
-        let got: Vec<u64> = (1..=15).map(super::luby).collect();
-        assert_eq!(got, [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]);
     }
 }

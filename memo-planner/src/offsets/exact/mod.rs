@@ -29,6 +29,7 @@
 //! pairs. The returned plan is always valid and never higher than the start plan.
 
 mod decide;
+mod order;
 mod race;
 mod schedule;
 mod sweep;

@@ -15,7 +15,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::decide::{Decider, Preorder, Probe};
+use super::decide::{Decider, Probe};
+use super::order::Preorder;
 use super::sweep::Sweep;
 
 /// The first racer's rotation: TWA alone (on the challenging set the most productive

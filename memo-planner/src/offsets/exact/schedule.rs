@@ -24,7 +24,8 @@ use crate::bounds::offsets_lower_bound;
 use crate::plan::OffsetPlan;
 use crate::problem::Problem;
 
-use super::decide::{Decider, Preorder, Probe};
+use super::decide::{Decider, Probe};
+use super::order::Preorder;
 use super::race::{self, Race};
 use super::sweep::{granule, Sweep};
 use super::{ExactOptions, ExactOutcome};
