@@ -248,30 +248,42 @@ impl<'a> Decider<'a> {
             return Probe::Found(Vec::new());
         }
         let base = (2 * self.sw.n as u64).max(64);
-        // Randomised preorders restart on the Luby sequence (short attempts, now and then a
-        // longer one, each with a new order); fixed ones double their attempts every round.
+        // Fixed preorders double their attempts every round. Randomised ones restart on the
+        // Luby sequence (short attempts, now and then a longer one, each with a new order);
+        // next to fixed ones, a randomised preorder's turn in a round is worth as many
+        // nodes as a fixed one's, spent on as many Luby attempts as fit.
+        let mixed = self.rotation.iter().any(|p| !is_random(p));
+        let mut luby_k = 0u64;
         let mut round = 0u64;
         loop {
             round += 1;
+            let doubling = base.saturating_mul(1u64 << (round - 1).min(62));
             for k in 0..self.rotation.len() {
                 let preorder = self.rotation[k];
-                let left = limit.saturating_sub(self.nodes);
-                if left == 0 || self.timed_out() {
-                    return Probe::Unknown;
-                }
                 self.preorder = preorder;
-                let share = if is_random(&preorder) {
-                    base.saturating_mul(luby(round))
-                } else if self.rotation.len() == 1 {
-                    left // one fixed preorder alone gains nothing from restarts
-                } else {
-                    base.saturating_mul(1u64 << (round - 1).min(62))
-                };
-                self.limit = self.nodes + share.min(left);
-                let r = self.attempt();
-                match r {
-                    Probe::Unknown => {}
-                    answer => return answer,
+                let random = is_random(&preorder);
+                let turn_end = self.nodes.saturating_add(doubling);
+                loop {
+                    let left = limit.saturating_sub(self.nodes);
+                    if left == 0 || self.timed_out() {
+                        return Probe::Unknown;
+                    }
+                    let share = if random {
+                        luby_k += 1;
+                        base.saturating_mul(luby(luby_k))
+                    } else if self.rotation.len() == 1 {
+                        left // one fixed preorder alone gains nothing from restarts
+                    } else {
+                        doubling
+                    };
+                    self.limit = self.nodes + share.min(left);
+                    match self.attempt() {
+                        Probe::Unknown => {}
+                        answer => return answer,
+                    }
+                    if !(random && mixed && self.nodes < turn_end) {
+                        break;
+                    }
                 }
             }
         }
