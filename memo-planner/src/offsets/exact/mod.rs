@@ -47,8 +47,8 @@ pub use schedule::search;
 pub struct ExactOptions {
     /// Search nodes (placements tried) for an instance of up to [`NODE_SCALE_BUFFERS`]
     /// buffers; larger instances get proportionally fewer, never fewer than
-    /// [`ExactOptions::min_nodes`]. Each of the two racers has this budget (half of it
-    /// for the race at the lower bound, the rest for the descent).
+    /// [`ExactOptions::min_nodes`]. Each of the two racers has this budget (a quarter of
+    /// it for the race at the lower bound, the rest for the descent).
     pub node_limit: u64,
     /// The node budget never drops below this (nor above `node_limit`).
     pub min_nodes: u64,

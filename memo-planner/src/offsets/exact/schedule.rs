@@ -4,13 +4,13 @@
 //!    there after a few backtracks), rotating MiniMalloc's three preorders, the most
 //!    productive first.
 //! 2. A race at the lower bound (see `race.rs`: two racers with different preorders, one
-//!    per core, decided by node counts) with half of the node budget of each racer.
+//!    per core, decided by node counts) with a quarter of the node budget of each racer.
 //! 3. The **descent**: from the best height found, probe `best - step`, each probe a
 //!    race: a packing found makes it the new best and doubles the step; a proof of
 //!    infeasibility raises the proven lower bound and halves the step; a probe that runs
 //!    out of nodes quarters the step, and at the smallest step (one granule: the gcd of the
 //!    sizes and alignments, of which every canonical height is a multiple) it ends the
-//!    search. A probe gets a sixteenth of the descent's budget, except the one at
+//!    search. A probe gets 1/32 of the descent's budget, except the one at
 //!    `best - granule`, which gets all that is left.
 //!
 //! Budgets are charged deterministically (a race's charge is its winner's node count, or
@@ -33,13 +33,17 @@ use super::{ExactOptions, ExactOutcome};
 /// The rotation of the short first probe (MiniMalloc's three, the most productive first).
 const QUICK: [Preorder; 3] = [*b"TWA", *b"TAW", *b"WAT"];
 
-/// The race at the lower bound gets this share (1/2) of each racer's budget; the descent
+/// The race at the lower bound gets this share (1/4) of each racer's budget; the descent
 /// gets the rest.
-const LOWER_BOUND_SHARE: u64 = 2;
+const LOWER_BOUND_SHARE: u64 = 4;
 
 /// The descent's first step is the gap between the start height and the lower bound
 /// divided by this (then doubled on every success).
 const FIRST_STEP_DIVISOR: u64 = 64;
+
+/// A descent probe gets this share of the descent's budget (but the one at
+/// `best - granule` gets all that is left).
+const PROBE_SHARE: u64 = 32;
 
 /// No search when more pairs of buffers conflict (about 8 bytes of memory per pair).
 pub(crate) const MAX_CONFLICT_PAIRS: u64 = 8_000_000;
@@ -136,7 +140,7 @@ fn descend(
     let mut t = Track::empty(start_h, lower);
     // The first step: a small share of the gap (small instances) but at least a granule.
     let mut step = ((start_h.saturating_sub(lower) / FIRST_STEP_DIVISOR) / g).max(1) * g;
-    let share = (budget / 16).max(1);
+    let share = (budget / PROBE_SHARE).max(1);
     let mut left = budget;
     while t.best_h > t.lower && left > 0 {
         let last = t.best_h - g;
