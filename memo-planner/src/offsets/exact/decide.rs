@@ -30,8 +30,9 @@
 //!
 //! - **level rule**: after a placement at `o`, a section whose unplaced total leaves less
 //!   than a granule above `o` needs an unplaced member that can still go exactly at `o`
-//!   (its `min_offset` is `o` and it is ranked after the buffer placed); see
-//!   [`Decider::level_filled`].
+//!   (its `min_offset` is `o` and it is ranked after the buffer placed), and those
+//!   candidates must hold pairwise disjoint spans covering all such sections (buffers at
+//!   one offset never share a section); see [`Decider::level_filled`].
 //!
 //! Each attempt uses one preorder of a rotation (see the `order` module). Fixed
 //! preorders run round robin with a node limit that doubles every round (one fixed
@@ -148,6 +149,11 @@ pub(crate) struct Decider<'a> {
     /// Sections covered by a candidate at the current level (stamped with `cover_epoch`).
     cover: Vec<u32>,
     cover_epoch: u32,
+    /// Scratch of the level rule: the sections that need a buffer at the level, the spans
+    /// of the candidates there, and which section boundaries a disjoint choice reaches.
+    need: Vec<u32>,
+    level_spans: Vec<(u32, u32)>,
+    reach: Vec<bool>,
     /// Probes started, and attempts started in the current probe: with `seed`, they seed
     /// the random key `R`.
     probes: u64,
@@ -186,6 +192,9 @@ impl<'a> Decider<'a> {
             probe_start: 0,
             cover: vec![0; s],
             cover_epoch: 0,
+            need: Vec::new(),
+            level_spans: Vec::new(),
+            reach: Vec::new(),
             probes: 0,
             attempts: 0,
             seed: 0,
@@ -675,9 +684,12 @@ impl<'a> Decider<'a> {
     /// sub-problem goes at `o` (only a buffer whose `min_offset` is `o` and that is ranked
     /// after the one placed: a buffer below `o` can only rise above it) or at `o +
     /// granule` or higher. So a section whose unplaced total does not fit above `o +
-    /// granule` needs a member among those candidates at `o`; without one, the child fails.
-    /// On tight instances (slack under a granule, as in exact tilings) this finds the
-    /// dead end at once instead of after every other section at this level was filled.
+    /// granule` *needs* a buffer at `o`. Buffers at one offset never share a section, so
+    /// the candidates at `o` must hold a set of disjoint spans covering every section in
+    /// need; without one, the child fails (first each section alone, then the disjoint
+    /// choice, by [`disjoint_cover`]). On tight instances (slack under a granule, as in
+    /// exact tilings) this finds the dead end at once instead of after every other
+    /// section at this level was filled.
     fn level_filled(&mut self, part: u32, o: u64, list: &[Cand], from: usize) -> bool {
         let sw = self.sw;
         let p = &self.parts[part as usize];
@@ -692,6 +704,7 @@ impl<'a> Decider<'a> {
             self.cover_epoch = 1;
         }
         let epoch = self.cover_epoch;
+        self.level_spans.clear();
         for &(m, _, c) in &list[from..] {
             if m != o {
                 break; // sorted by offset
@@ -701,13 +714,20 @@ impl<'a> Decider<'a> {
                 continue;
             }
             let (s, e) = sw.span[c];
+            self.level_spans.push((s, e));
             for k in s..e {
                 self.cover[k as usize] = epoch;
             }
         }
-        let cover = &self.cover;
-        self.rem
-            .all_above(lo, hi, threshold, &mut |k| cover[k] == epoch)
+        let (cover, need) = (&self.cover, &mut self.need);
+        need.clear();
+        let each_covered = self.rem.all_above(lo, hi, threshold, &mut |k| {
+            need.push(k as u32);
+            cover[k] == epoch
+        });
+        each_covered
+            && (self.need.len() < 2
+                || disjoint_cover(&self.need, &mut self.level_spans, &mut self.reach))
     }
 
     fn unplace(&mut self, i: usize, mark: usize) {
@@ -734,5 +754,59 @@ impl<'a> Decider<'a> {
         self.zero_cuts.clear();
         self.offsets[i] = UNPLACED;
         self.eff[i] = self.min_off[i];
+    }
+}
+
+/// Whether some of `spans` (section ranges `[s, e)`), pairwise disjoint, cover every
+/// section of `need` (ascending, each inside some span). A sweep over section boundaries:
+/// boundary `p` is reached when the sections in need below it are covered by disjoint
+/// spans ending at or before it. `O(sections spanned + spans log spans)`.
+fn disjoint_cover(need: &[u32], spans: &mut [(u32, u32)], reach: &mut Vec<bool>) -> bool {
+    let a = spans.iter().map(|x| x.0).min().unwrap_or(0);
+    let b = spans.iter().map(|x| x.1).max().unwrap_or(0);
+    if need.first().is_none_or(|&k| k < a) || need.last().is_none_or(|&k| k >= b) {
+        return need.is_empty();
+    }
+    spans.sort_unstable_by_key(|x| x.1);
+    reach.clear();
+    reach.resize((b - a + 1) as usize, false);
+    reach[0] = true;
+    let (mut next_need, mut next_span) = (0, 0);
+    for p in a..b {
+        let i = (p - a) as usize;
+        let needed = need.get(next_need) == Some(&p);
+        if needed {
+            next_need += 1;
+        }
+        let mut r = reach[i] && !needed;
+        while next_span < spans.len() && spans[next_span].1 == p + 1 {
+            r |= reach[(spans[next_span].0 - a) as usize];
+            next_span += 1;
+        }
+        reach[i + 1] = r;
+    }
+    reach[(b - a) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disjoint_cover;
+
+    #[test]
+    fn disjoint_cover_needs_spans_that_do_not_overlap() {
+        let mut reach = Vec::new();
+        let mut check = |need: &[u32], spans: &[(u32, u32)]| {
+            disjoint_cover(need, &mut spans.to_vec(), &mut reach)
+        };
+        // Each section is covered, but only by overlapping spans.
+        assert!(!check(&[1, 2, 3], &[(1, 3), (2, 4)]));
+        assert!(check(&[1, 2, 3], &[(1, 3), (2, 4), (3, 4)]));
+        assert!(check(&[1, 3], &[(0, 2), (1, 4), (3, 5)]));
+        // A section not in need may stay uncovered between the chosen spans.
+        assert!(check(&[0, 4], &[(0, 2), (1, 5), (4, 6)]));
+        assert!(!check(&[0, 5], &[(0, 5), (3, 6)]));
+        assert!(check(&[0, 4], &[(0, 5), (3, 6)]));
+        assert!(check(&[], &[]));
+        assert!(!check(&[7], &[(0, 2)]));
     }
 }
