@@ -64,7 +64,7 @@ pub struct ExactOptions {
 impl Default for ExactOptions {
     fn default() -> ExactOptions {
         ExactOptions {
-            node_limit: 8_000_000,
+            node_limit: 16_000_000,
             min_nodes: 20_000,
             time_cap: Some(Duration::from_secs(60)),
             max_buffers: 50_000,
@@ -74,7 +74,7 @@ impl Default for ExactOptions {
 }
 
 /// Instance size up to which [`ExactOptions::node_limit`] applies unscaled.
-pub const NODE_SCALE_BUFFERS: usize = 1024;
+pub const NODE_SCALE_BUFFERS: usize = 256;
 
 /// Instance size from which [`ExactOptions::node_limit`] applies unscaled.
 pub const NODE_RAMP_BUFFERS: usize = 200;
