@@ -32,7 +32,11 @@
 //!   than a granule above `o` needs an unplaced member that can still go exactly at `o`
 //!   (its `min_offset` is `o` and it is ranked after the buffer placed), and those
 //!   candidates must hold pairwise disjoint spans covering all such sections (buffers at
-//!   one offset never share a section); see [`Decider::level_filled`].
+//!   one offset never share a section); see [`Decider::level_filled`];
+//! - **top rule**: the same disjoint choice on top of the buffer just placed: a section
+//!   of its span whose unplaced total leaves less than a granule above its top needs a
+//!   buffer exactly there, and the conflicting buffers whose `min_offset` is that top
+//!   must hold disjoint spans covering all such sections (see [`Decider::top_covered`]).
 //!
 //! Each attempt uses one preorder of a rotation (see the `order` module). Fixed
 //! preorders run round robin with a node limit that doubles every round (one fixed
@@ -154,6 +158,9 @@ pub(crate) struct Decider<'a> {
     need: Vec<u32>,
     level_spans: Vec<(u32, u32)>,
     reach: Vec<bool>,
+    /// Scratch of the top rule: spans of the buffers that can go on top of the last one
+    /// placed.
+    top_spans: Vec<(u32, u32)>,
     /// Probes started, and attempts started in the current probe: with `seed`, they seed
     /// the random key `R`.
     probes: u64,
@@ -195,6 +202,7 @@ impl<'a> Decider<'a> {
             need: Vec::new(),
             level_spans: Vec::new(),
             reach: Vec::new(),
+            top_spans: Vec::new(),
             probes: 0,
             attempts: 0,
             seed: 0,
@@ -613,6 +621,7 @@ impl<'a> Decider<'a> {
             }
         }
         let mut hatless = true;
+        self.top_spans.clear();
         for &j in sw.conflicts(i) {
             let j = j as usize;
             if self.offsets[j] != UNPLACED {
@@ -622,7 +631,13 @@ impl<'a> Decider<'a> {
             let need = align_up(top, sw.aligns[j]);
             let old = self.min_off[j];
             if need <= old {
+                if old == top {
+                    self.top_spans.push(sw.span[j]);
+                }
                 continue;
+            }
+            if need == top {
+                self.top_spans.push(sw.span[j]);
             }
             if need + sw.sizes[j] > cap {
                 fits = false;
@@ -676,7 +691,27 @@ impl<'a> Decider<'a> {
                 fits = false;
             }
         }
-        (fits, hatless)
+        (fits && self.top_covered(s, e, top), hatless)
+    }
+
+    /// The *top rule*, after placing a buffer over the sections `[s, e)` with its top at
+    /// `top`: every unplaced buffer alive there goes at or above `top`, so a section whose
+    /// unplaced total leaves less than a granule above `top` needs a buffer exactly at
+    /// `top`. Those buffers (the conflicting ones whose `min_offset` is `top`, gathered in
+    /// `top_spans` by [`Decider::place`]) must hold pairwise disjoint spans covering every
+    /// such section. The level rule's disjoint choice, on top of the buffer just placed
+    /// (a single section is the unallocated floor's case).
+    fn top_covered(&mut self, s: u32, e: u32, top: u64) -> bool {
+        let threshold = self.capacity as i128 - top as i128 - self.sw.granule as i128;
+        let threshold = threshold.max(0);
+        let need = &mut self.need;
+        need.clear();
+        self.rem
+            .all_above(s as usize, e as usize, threshold, &mut |k| {
+                need.push(k as u32);
+                true
+            });
+        self.need.len() < 2 || disjoint_cover(&self.need, &mut self.top_spans, &mut self.reach)
     }
 
     /// The *level rule*, for the child that placed a buffer at `o` (its candidates after
