@@ -3,11 +3,12 @@
 //!
 //! # Method
 //!
-//! [`decide`](self::decide) answers "do all buffers fit under `capacity`?" by a
-//! depth-first search over canonical packings with section inference (the unallocated
-//! floor), dominance, symmetry breaking for identical buffers and dynamic temporal
-//! decomposition into independent sub-problems, each with its own preorder (see the
-//! `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
+//! [`decide`] answers "do all buffers fit under `capacity`?" by a depth-first search over
+//! canonical packings with section inference (the unallocated floor), dominance, symmetry
+//! breaking for identical buffers, the level and top rules (sections with no room for a
+//! gap need buffers at the current level, or on top of the buffer just placed, with
+//! disjoint spans) and dynamic temporal decomposition into independent sub-problems, each
+//! with its own preorder (see the `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
 //! the `exact` strategy passes the `best` portfolio's plan) by a schedule of such probes
 //! (the `schedule` module): a probe at the lower bound, then a descent from the best
 //! height found, in steps that grow while probes succeed. Each probe after the first is a
