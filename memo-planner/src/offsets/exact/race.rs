@@ -28,6 +28,13 @@ pub(crate) const FIRST: [Preorder; 2] = [*b"TWA", *b"aRR"];
 /// randomised TWR and aRR, on short Luby restarts, pack some exact tilings).
 pub(crate) const SECOND: [Preorder; 5] = [*b"TAW", *b"WAT", *b"AWT", *b"TWR", *b"aRR"];
 
+/// Both racers' rotation at the lower bound of a tight instance (see `schedule.rs`):
+/// area with random weights on short Luby restarts, a seed per racer. On exact tilings
+/// the packings at the bound come from such attempts of a few thousand nodes (one in
+/// tens or hundreds), not from the fixed preorders (none packs plane:300:1, 500:2 or
+/// 500:3 in 3M nodes).
+pub(crate) const TIGHT: [Preorder; 1] = [*b"aRR"];
+
 /// Both racers' rotation in the descent: T, then W, then a random tie-break, restarted on
 /// the Luby sequence with a seed per racer. Below the best height the search is
 /// heavy-tailed: on J at 1.0404x the lower bound one attempt in ten packs within 15,000

@@ -4,7 +4,9 @@
 //!    there after a few backtracks), rotating MiniMalloc's three preorders, the most
 //!    productive first.
 //! 2. A race at the lower bound (see `race.rs`: two racers with different preorders, one
-//!    per core, decided by node counts) with a quarter of the node budget of each racer.
+//!    per core, decided by node counts) with a quarter of the node budget of each racer;
+//!    on a *tight* instance (see [`is_tight`]) three quarters, both racers on randomised
+//!    area orders.
 //! 3. The **descent**: from the best height found, probe `best - step`, each probe a
 //!    race: a packing found makes it the new best and doubles the step; a proof of
 //!    infeasibility raises the proven lower bound and halves the step; a probe that runs
@@ -36,6 +38,22 @@ const QUICK: [Preorder; 3] = [*b"TWA", *b"TAW", *b"WAT"];
 /// The race at the lower bound gets this share (1/4) of each racer's budget; the descent
 /// gets the rest.
 const LOWER_BOUND_SHARE: u64 = 4;
+
+/// On a tight instance the descent gets this share (1/4) of each racer's budget, the race
+/// at the lower bound the rest.
+const TIGHT_DESCENT_SHARE: u64 = 4;
+
+/// An instance is *tight* when at least this share (9/10) of its sections hold the lower
+/// bound to within a granule: no packing at the bound leaves a gap there, the level and
+/// top rules apply everywhere, and packings at the bound come from short randomised
+/// attempts (as on exact tilings, where every section does).
+const TIGHT_SECTIONS: (usize, usize) = (9, 10);
+
+/// Whether `sw` is tight at the lower bound `lb` (see [`TIGHT_SECTIONS`]).
+pub(super) fn is_tight(sw: &Sweep, lb: u64) -> bool {
+    let full = sw.breadth.iter().filter(|&&b| b + sw.granule > lb).count();
+    full * TIGHT_SECTIONS.1 >= sw.sections() * TIGHT_SECTIONS.0
+}
 
 /// The descent's first step is the gap between the start height and the lower bound
 /// divided by this (then doubled on every success).
@@ -87,7 +105,13 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
     let mut race = Race::new(&sw, &bar, options.parallel);
     let mut left = budget;
     if lower == lb {
-        let o = race.probe(lb, left / LOWER_BOUND_SHARE, clock, options.time_cap);
+        let share = if is_tight(&sw, lb) {
+            race.set_rotations(&race::TIGHT, &race::TIGHT);
+            left / TIGHT_DESCENT_SHARE * (TIGHT_DESCENT_SHARE - 1)
+        } else {
+            left / LOWER_BOUND_SHARE
+        };
+        let o = race.probe(lb, share, clock, options.time_cap);
         left -= o.charge.min(left);
         match o.probe {
             Probe::Found(offsets) => {

@@ -208,6 +208,17 @@ fn threads_do_not_change_the_answer() {
     assert!(searched >= 3, "{searched}");
 }
 
+#[test]
+fn exact_tilings_are_tight_and_dnn_traces_are_not() {
+    let tight = |p: &Problem| {
+        let sw = Sweep::new(p, u64::MAX).unwrap();
+        super::schedule::is_tight(&sw, crate::offsets_lower_bound(p))
+    };
+    assert!((0..4).all(|seed| tight(&exact_plane(200, 1 << 20, seed))));
+    assert!((0..4).all(|seed| !tight(&dnn_trace(200, seed))));
+    assert!(!tight(&minimalloc_example()));
+}
+
 /// The optimum by brute force: every order, each buffer at the top of the placed
 /// buffers it conflicts with (aligned). Every packing can be pushed down into one of
 /// these, so the minimum over all orders is optimal.
