@@ -2,8 +2,8 @@
 //! the threads.
 //!
 //! Each racer runs its own rotation of preorders (the search time of one preorder is
-//! heavy-tailed: on MiniMalloc's challenging set one preorder packs an instance in 30,000
-//! nodes where another needs more than 10 million). The race is decided by *node counts*,
+//! heavy-tailed: on MiniMalloc's challenging set one preorder packs A in 27,000
+//! nodes where another finds nothing in 3 million). The race is decided by *node counts*,
 //! not by wall time: the decisive answer (a packing, or a proof of infeasibility) reached
 //! with the fewest probe nodes wins, ties going to the first racer. A racer stops as soon
 //! as its own count passes the best decisive count published so far (it can no longer
