@@ -135,7 +135,9 @@ pub fn plan(problem: &Problem, start: &OffsetPlan) -> OffsetPlan {
 
 /// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode) by one
 /// race of the two racers (on two threads with [`ExactOptions::parallel`]; the answer
-/// does not depend on it), each within the node budget of `options`.
+/// does not depend on it), each within the node budget of `options`; when the instance
+/// is tight at `capacity`, both on randomised area orders (as the search does at the
+/// lower bound).
 pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decision {
     if problem.is_empty() {
         return Decision::Feasible(OffsetPlan::default());
@@ -151,6 +153,9 @@ pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decis
     };
     let bar = std::sync::atomic::AtomicU64::new(u64::MAX);
     let mut race = race::Race::new(&sw, &bar, options.parallel);
+    if schedule::is_tight(&sw, capacity) {
+        race.set_rotations(&race::TIGHT, &race::TIGHT);
+    }
     let limit = options.nodes_for(problem.len());
     let clock = std::time::Instant::now();
     match race.probe(capacity, limit, clock, options.time_cap).probe {
