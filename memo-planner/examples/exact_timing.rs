@@ -1,7 +1,8 @@
 //! Runs the `exact` strategy on CSV problems and prints height, proven lower bound, time
 //! and nodes: `cargo run --release -p memo-planner --example exact_timing -- FILE.csv...`
 //! (`--nodes N` sets the node budget, `--serial` runs the two tracks on one thread;
-//! `plane:N:SEED` instead of a file generates an exact tiling of N buffers).
+//! `plane:N:SEED` instead of a file generates an exact tiling of N buffers; `--write DIR`
+//! only writes each generated tiling to `DIR/plane-N-SEED.csv`).
 use std::time::Instant;
 
 use memo_planner::offsets::{best, exact};
@@ -10,6 +11,7 @@ use memo_planner::{fixtures, offsets_lower_bound, read_problem_file, validate_of
 fn main() {
     let mut options = exact::ExactOptions::default();
     let mut files = Vec::new();
+    let mut write: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -17,6 +19,7 @@ fn main() {
                 options.node_limit = args.next().and_then(|x| x.parse().ok()).expect("--nodes N")
             }
             "--serial" => options.parallel = false,
+            "--write" => write = args.next(),
             _ => files.push(a),
         }
     }
@@ -31,6 +34,12 @@ fn main() {
             }
             None => read_problem_file(&f).unwrap_or_else(|e| panic!("{e}")).0,
         };
+        if let Some(dir) = &write {
+            let path = format!("{dir}/{}.csv", f.replace(':', "-"));
+            std::fs::write(&path, memo_planner::format::problem_to_csv(&p, None))
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            continue;
+        }
         let t = Instant::now();
         let start = best::portfolio(&p, &best::BestOptions::default());
         let t_start = t.elapsed().as_secs_f64();

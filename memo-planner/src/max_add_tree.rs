@@ -65,6 +65,41 @@ impl MaxAddTree {
         self.query(1, 0, self.n, l, r.min(self.n)).max(0) as u64
     }
 
+    /// Calls `f` on every slot of `[l, r)` whose value is above `threshold`, in order,
+    /// until `f` returns `false`; returns whether it never did. Costs `O(log n)` per slot
+    /// reported plus `O(log n)`.
+    pub(crate) fn all_above(
+        &self,
+        l: usize,
+        r: usize,
+        threshold: i128,
+        f: &mut impl FnMut(usize) -> bool,
+    ) -> bool {
+        l >= r || self.visit(1, 0, self.n, l, r.min(self.n), threshold, f)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn visit(
+        &self,
+        node: usize,
+        nl: usize,
+        nr: usize,
+        l: usize,
+        r: usize,
+        threshold: i128,
+        f: &mut impl FnMut(usize) -> bool,
+    ) -> bool {
+        if r <= nl || nr <= l || self.max[node] <= threshold {
+            return true;
+        }
+        if nr - nl == 1 {
+            return f(nl);
+        }
+        let mid = (nl + nr) / 2;
+        let t = threshold - self.add[node];
+        self.visit(2 * node, nl, mid, l, r, t, f) && self.visit(2 * node + 1, mid, nr, l, r, t, f)
+    }
+
     fn query(&self, node: usize, nl: usize, nr: usize, l: usize, r: usize) -> i128 {
         if r <= nl || nr <= l {
             return i128::MIN / 2;
@@ -107,6 +142,14 @@ mod tests {
                 .unwrap_or(0)
                 .max(0);
             assert_eq!(tree.max_in(a.min(b), a.max(b)) as i128, want);
+            let t = rng.below(200) as i128 - 60;
+            let mut got = Vec::new();
+            tree.all_above(a.min(b), a.max(b), t, &mut |k| {
+                got.push(k);
+                true
+            });
+            let above: Vec<usize> = (a.min(b)..a.max(b)).filter(|&k| plain[k] > t).collect();
+            assert_eq!(got, above);
             assert_eq!(
                 tree.max() as i128,
                 plain.iter().copied().max().unwrap().max(0)

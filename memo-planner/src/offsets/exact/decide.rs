@@ -28,19 +28,30 @@
 //!   live section totals), solved once; the first failing side fails the placement, and a
 //!   solved side is never searched again. The root is split the same way (static cuts).
 //!
-//! Each attempt uses one of three preorders (descending keys, after MiniMalloc's WAT, TAW
-//! and TWA: W = lifetime, A = area, T = the largest unplaced section total over the
-//! buffer's sections); attempts run round robin with a node limit that doubles every
-//! round. An attempt that ends without a packing proves infeasibility, whatever its
-//! preorder. The search is iterative (an explicit stack of frames) and undoes placements
-//! from a trail.
+//! - **level rule**: after a placement at `o`, a section whose unplaced total leaves less
+//!   than a granule above `o` needs an unplaced member that can still go exactly at `o`
+//!   (its `min_offset` is `o` and it is ranked after the buffer placed), and those
+//!   candidates must hold pairwise disjoint spans covering all such sections (buffers at
+//!   one offset never share a section); see [`Decider::level_filled`];
+//! - **top rule**: the same disjoint choice on top of the buffer just placed: a section
+//!   of its span whose unplaced total leaves less than a granule above its top needs a
+//!   buffer exactly there, and the conflicting buffers whose `min_offset` is that top
+//!   must hold disjoint spans covering all such sections (see [`Decider::top_covered`]).
+//!
+//! Each attempt uses one preorder of a rotation (see the `order` module). Fixed
+//! preorders run round robin with a node limit that doubles every round (one fixed
+//! preorder alone runs once with the whole limit); preorders with a random key restart on
+//! the Luby sequence, each attempt with a new order. An attempt that ends without a
+//! packing proves infeasibility, whatever its preorder. The search is iterative (an
+//! explicit stack of frames) and undoes placements from a trail.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::max_add_tree::MaxAddTree;
 use crate::problem::align_up;
 
+use super::order::{is_random, key, luby, mix, Facts, Preorder, PREORDERS};
 use super::sweep::Sweep;
 
 const UNPLACED: u64 = u64::MAX;
@@ -103,9 +114,6 @@ enum Ret {
     Fail,
 }
 
-/// The preorders: which keys, in which order (W lifetime, A area, T section total).
-const PREORDERS: [[u8; 3]; 3] = [*b"WAT", *b"TAW", *b"TWA"];
-
 /// The search state; reused across probes of one problem.
 pub(crate) struct Decider<'a> {
     sw: &'a Sweep,
@@ -130,13 +138,34 @@ pub(crate) struct Decider<'a> {
     pool: Vec<Vec<Cand>>,
     solution: Vec<u64>,
     capacity: u64,
-    preorder: [u8; 3],
+    preorder: Preorder,
+    rotation: Vec<Preorder>,
     /// Nodes (placements tried) over all probes.
     pub nodes: u64,
     limit: u64,
     clock: Instant,
     time_cap: Option<Duration>,
-    cancel: Option<&'a AtomicBool>,
+    /// While racing (see `race.rs`): the fewest probe nodes at which a racer found a
+    /// packing; this decider stops once its own probe has used more (it can no longer win).
+    bar: Option<&'a AtomicU64>,
+    /// [`Decider::nodes`] when the current probe started.
+    probe_start: u64,
+    /// Sections covered by a candidate at the current level (stamped with `cover_epoch`).
+    cover: Vec<u32>,
+    cover_epoch: u32,
+    /// Scratch of the level rule: the sections that need a buffer at the level, the spans
+    /// of the candidates there, and which section boundaries a disjoint choice reaches.
+    need: Vec<u32>,
+    level_spans: Vec<(u32, u32)>,
+    reach: Vec<bool>,
+    /// Scratch of the top rule: spans of the buffers that can go on top of the last one
+    /// placed.
+    top_spans: Vec<(u32, u32)>,
+    /// Probes started, and attempts started in the current probe: with `seed`, they seed
+    /// the random key `R`.
+    probes: u64,
+    attempts: u64,
+    seed: u64,
 }
 
 impl<'a> Decider<'a> {
@@ -161,17 +190,58 @@ impl<'a> Decider<'a> {
             solution: vec![0; sw.n],
             capacity: 0,
             preorder: PREORDERS[0],
+            rotation: PREORDERS.to_vec(),
             nodes: 0,
             limit: 0,
             clock: Instant::now(),
             time_cap: None,
-            cancel: None,
+            bar: None,
+            probe_start: 0,
+            cover: vec![0; s],
+            cover_epoch: 0,
+            need: Vec::new(),
+            level_spans: Vec::new(),
+            reach: Vec::new(),
+            top_spans: Vec::new(),
+            probes: 0,
+            attempts: 0,
+            seed: 0,
         }
     }
 
-    /// Makes every later probe stop (as [`Probe::Unknown`]) once `flag` is set.
-    pub fn cancel_on(&mut self, flag: &'a AtomicBool) {
-        self.cancel = Some(flag);
+    /// Seeds the random key `R` (racers with the same rotation get different orders).
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+
+    /// The preorders [`Decider::solve`] rotates through (at least one).
+    pub fn set_rotation(&mut self, rotation: &[Preorder]) {
+        if !rotation.is_empty() {
+            self.rotation = rotation.to_vec();
+        }
+    }
+
+    /// One attempt under `preorder` alone, stopping after `limit` more nodes.
+    #[cfg(test)]
+    pub fn solve_once(&mut self, capacity: u64, preorder: Preorder, limit: u64) -> Probe {
+        self.capacity = capacity;
+        self.clock = Instant::now();
+        self.time_cap = None;
+        self.probe_start = self.nodes;
+        self.preorder = preorder;
+        self.limit = self.nodes.saturating_add(limit);
+        self.attempt()
+    }
+
+    /// Makes every later probe stop (as [`Probe::Unknown`]) once it has used more nodes
+    /// than `bar` says (a racer found a packing with fewer).
+    pub fn race_against(&mut self, bar: &'a AtomicU64) {
+        self.bar = Some(bar);
+    }
+
+    /// Nodes used by the current (or last) probe.
+    pub fn probe_nodes(&self) -> u64 {
+        self.nodes - self.probe_start
     }
 
     /// Decides whether everything fits under `capacity`, stopping when [`Decider::nodes`]
@@ -186,30 +256,59 @@ impl<'a> Decider<'a> {
         self.capacity = capacity;
         self.clock = clock;
         self.time_cap = time_cap;
+        self.probe_start = self.nodes;
+        // Random orders depend only on the seed, the probe and the attempt within it, never
+        // on where an earlier probe was stopped.
+        self.probes += 1;
+        self.attempts = 0;
         if self.sw.n == 0 {
             return Probe::Found(Vec::new());
         }
-        let mut attempt = (2 * self.sw.n as u64).max(64);
+        let base = (2 * self.sw.n as u64).max(64);
+        // Fixed preorders double their attempts every round. Randomised ones restart on the
+        // Luby sequence (short attempts, now and then a longer one, each with a new order);
+        // next to fixed ones, a randomised preorder's turn in a round is worth as many
+        // nodes as a fixed one's, spent on as many Luby attempts as fit.
+        let mixed = self.rotation.iter().any(|p| !is_random(p));
+        let mut luby_k = 0u64;
+        let mut round = 0u64;
         loop {
-            for preorder in PREORDERS {
-                let left = limit.saturating_sub(self.nodes);
-                if left == 0 || self.timed_out() {
-                    return Probe::Unknown;
-                }
+            round += 1;
+            let doubling = base.saturating_mul(1u64 << (round - 1).min(62));
+            for k in 0..self.rotation.len() {
+                let preorder = self.rotation[k];
                 self.preorder = preorder;
-                self.limit = self.nodes + attempt.min(left);
-                let r = self.attempt();
-                match r {
-                    Probe::Unknown => {}
-                    answer => return answer,
+                let random = is_random(&preorder);
+                let turn_end = self.nodes.saturating_add(doubling);
+                loop {
+                    let left = limit.saturating_sub(self.nodes);
+                    if left == 0 || self.timed_out() {
+                        return Probe::Unknown;
+                    }
+                    let share = if random {
+                        luby_k += 1;
+                        base.saturating_mul(luby(luby_k))
+                    } else if self.rotation.len() == 1 {
+                        left // one fixed preorder alone gains nothing from restarts
+                    } else {
+                        doubling
+                    };
+                    self.limit = self.nodes + share.min(left);
+                    match self.attempt() {
+                        Probe::Unknown => {}
+                        answer => return answer,
+                    }
+                    if !(random && mixed && self.nodes < turn_end) {
+                        break;
+                    }
                 }
             }
-            attempt = attempt.saturating_mul(2);
         }
     }
 
     fn timed_out(&self) -> bool {
-        self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        self.bar
+            .is_some_and(|b| self.probe_nodes() > b.load(Ordering::Relaxed))
             || self.time_cap.is_some_and(|cap| self.clock.elapsed() >= cap)
     }
 
@@ -230,6 +329,7 @@ impl<'a> Decider<'a> {
 
     /// One depth-first search under the current preorder.
     fn attempt(&mut self) -> Probe {
+        self.attempts += 1;
         self.reset();
         let sw = self.sw;
         if sw.breadth.iter().any(|&t| t > self.capacity)
@@ -341,7 +441,9 @@ impl<'a> Decider<'a> {
                     let part_id = *part;
                     let mark = self.trail.len();
                     let (fits, hatless) = self.place(i as usize, o, part_id);
-                    if !fits {
+                    if !fits
+                        || (self.zero_cuts.is_empty() && !self.level_filled(part_id, o, list, *pos))
+                    {
                         self.unplace(i as usize, mark);
                         continue;
                     }
@@ -428,26 +530,25 @@ impl<'a> Decider<'a> {
     fn root_list(&mut self, part: u32) -> Vec<Cand> {
         let sw = self.sw;
         let p = &self.parts[part as usize];
-        let key = |i: usize| -> [u128; 3] {
+        let attempt_seed = mix(self.seed ^ (self.probes << 32) ^ self.attempts);
+        let key_of = |i: usize| -> [u128; 3] {
             let (s, e) = sw.span[i];
             let t = self.total[s as usize..e as usize]
                 .iter()
                 .copied()
                 .max()
-                .unwrap_or(0) as u128;
-            let w = sw.widths[i] as u128;
-            let mut k = [0u128; 3];
-            for (slot, c) in k.iter_mut().zip(self.preorder) {
-                *slot = match c {
-                    b'W' => w,
-                    b'A' => w * sw.sizes[i] as u128,
-                    _ => t,
-                };
-            }
-            k
+                .unwrap_or(0);
+            let facts = Facts {
+                width: sw.widths[i],
+                size: sw.sizes[i],
+                total: t,
+                first: sw.span[i].0,
+                noise: mix(i as u64 ^ attempt_seed),
+            };
+            key(&self.preorder, &facts)
         };
         let mut keyed: Vec<([u128; 3], u32)> =
-            p.buffers.iter().map(|&i| (key(i as usize), i)).collect();
+            p.buffers.iter().map(|&i| (key_of(i as usize), i)).collect();
         keyed.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut list = self.pool.pop().unwrap_or_default();
         list.clear();
@@ -520,6 +621,7 @@ impl<'a> Decider<'a> {
             }
         }
         let mut hatless = true;
+        self.top_spans.clear();
         for &j in sw.conflicts(i) {
             let j = j as usize;
             if self.offsets[j] != UNPLACED {
@@ -529,7 +631,13 @@ impl<'a> Decider<'a> {
             let need = align_up(top, sw.aligns[j]);
             let old = self.min_off[j];
             if need <= old {
+                if old == top {
+                    self.top_spans.push(sw.span[j]);
+                }
                 continue;
+            }
+            if need == top {
+                self.top_spans.push(sw.span[j]);
             }
             if need + sw.sizes[j] > cap {
                 fits = false;
@@ -583,7 +691,78 @@ impl<'a> Decider<'a> {
                 fits = false;
             }
         }
-        (fits, hatless)
+        (fits && self.top_covered(s, e, top), hatless)
+    }
+
+    /// The *top rule*, after placing a buffer over the sections `[s, e)` with its top at
+    /// `top`: every unplaced buffer alive there goes at or above `top`, so a section whose
+    /// unplaced total leaves less than a granule above `top` needs a buffer exactly at
+    /// `top`. Those buffers (the conflicting ones whose `min_offset` is `top`, gathered in
+    /// `top_spans` by [`Decider::place`]) must hold pairwise disjoint spans covering every
+    /// such section. The level rule's disjoint choice, on top of the buffer just placed
+    /// (a single section is the unallocated floor's case).
+    fn top_covered(&mut self, s: u32, e: u32, top: u64) -> bool {
+        let threshold = self.capacity as i128 - top as i128 - self.sw.granule as i128;
+        let threshold = threshold.max(0);
+        let need = &mut self.need;
+        need.clear();
+        self.rem
+            .all_above(s as usize, e as usize, threshold, &mut |k| {
+                need.push(k as u32);
+                true
+            });
+        self.need.len() < 2 || disjoint_cover(&self.need, &mut self.top_spans, &mut self.reach)
+    }
+
+    /// The *level rule*, for the child that placed a buffer at `o` (its candidates after
+    /// `list[from..]` are the ones ranked after it). Every later placement in this
+    /// sub-problem goes at `o` (only a buffer whose `min_offset` is `o` and that is ranked
+    /// after the one placed: a buffer below `o` can only rise above it) or at `o +
+    /// granule` or higher. So a section whose unplaced total does not fit above `o +
+    /// granule` *needs* a buffer at `o`. Buffers at one offset never share a section, so
+    /// the candidates at `o` must hold a set of disjoint spans covering every section in
+    /// need; without one, the child fails (first each section alone, then the disjoint
+    /// choice, by [`disjoint_cover`]). On tight instances (slack under a granule, as in
+    /// exact tilings) this finds the dead end at once instead of after every other
+    /// section at this level was filled.
+    fn level_filled(&mut self, part: u32, o: u64, list: &[Cand], from: usize) -> bool {
+        let sw = self.sw;
+        let p = &self.parts[part as usize];
+        let (lo, hi) = (p.lo as usize, p.hi as usize);
+        let threshold = (self.capacity as i128 - o as i128 - sw.granule as i128).max(0);
+        if self.rem.max_in(lo, hi) as i128 <= threshold {
+            return true;
+        }
+        self.cover_epoch = self.cover_epoch.wrapping_add(1);
+        if self.cover_epoch == 0 {
+            self.cover.iter_mut().for_each(|x| *x = 0);
+            self.cover_epoch = 1;
+        }
+        let epoch = self.cover_epoch;
+        self.level_spans.clear();
+        for &(m, _, c) in &list[from..] {
+            if m != o {
+                break; // sorted by offset
+            }
+            let c = c as usize;
+            if self.offsets[c] != UNPLACED || self.min_off[c] != o {
+                continue;
+            }
+            let (s, e) = sw.span[c];
+            self.level_spans.push((s, e));
+            for k in s..e {
+                self.cover[k as usize] = epoch;
+            }
+        }
+        let (cover, need) = (&self.cover, &mut self.need);
+        need.clear();
+        let each_covered = self.rem.all_above(lo, hi, threshold, &mut |k| {
+            need.push(k as u32);
+            cover[k] == epoch
+        });
+        each_covered
+            && (self.need.len() < 2
+                || disjoint_cover(&self.need, &mut self.level_spans, &mut self.reach))
     }
 
     fn unplace(&mut self, i: usize, mark: usize) {
@@ -610,5 +789,59 @@ impl<'a> Decider<'a> {
         self.zero_cuts.clear();
         self.offsets[i] = UNPLACED;
         self.eff[i] = self.min_off[i];
+    }
+}
+
+/// Whether some of `spans` (section ranges `[s, e)`), pairwise disjoint, cover every
+/// section of `need` (ascending, each inside some span). A sweep over section boundaries:
+/// boundary `p` is reached when the sections in need below it are covered by disjoint
+/// spans ending at or before it. `O(sections spanned + spans log spans)`.
+fn disjoint_cover(need: &[u32], spans: &mut [(u32, u32)], reach: &mut Vec<bool>) -> bool {
+    let a = spans.iter().map(|x| x.0).min().unwrap_or(0);
+    let b = spans.iter().map(|x| x.1).max().unwrap_or(0);
+    if need.first().is_none_or(|&k| k < a) || need.last().is_none_or(|&k| k >= b) {
+        return need.is_empty();
+    }
+    spans.sort_unstable_by_key(|x| x.1);
+    reach.clear();
+    reach.resize((b - a + 1) as usize, false);
+    reach[0] = true;
+    let (mut next_need, mut next_span) = (0, 0);
+    for p in a..b {
+        let i = (p - a) as usize;
+        let needed = need.get(next_need) == Some(&p);
+        if needed {
+            next_need += 1;
+        }
+        let mut r = reach[i] && !needed;
+        while next_span < spans.len() && spans[next_span].1 == p + 1 {
+            r |= reach[(spans[next_span].0 - a) as usize];
+            next_span += 1;
+        }
+        reach[i + 1] = r;
+    }
+    reach[(b - a) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disjoint_cover;
+
+    #[test]
+    fn disjoint_cover_needs_spans_that_do_not_overlap() {
+        let mut reach = Vec::new();
+        let mut check = |need: &[u32], spans: &[(u32, u32)]| {
+            disjoint_cover(need, &mut spans.to_vec(), &mut reach)
+        };
+        // Each section is covered, but only by overlapping spans.
+        assert!(!check(&[1, 2, 3], &[(1, 3), (2, 4)]));
+        assert!(check(&[1, 2, 3], &[(1, 3), (2, 4), (3, 4)]));
+        assert!(check(&[1, 3], &[(0, 2), (1, 4), (3, 5)]));
+        // A section not in need may stay uncovered between the chosen spans.
+        assert!(check(&[0, 4], &[(0, 2), (1, 5), (4, 6)]));
+        assert!(!check(&[0, 5], &[(0, 5), (3, 6)]));
+        assert!(check(&[0, 4], &[(0, 5), (3, 6)]));
+        assert!(check(&[], &[]));
+        assert!(!check(&[7], &[(0, 2)]));
     }
 }

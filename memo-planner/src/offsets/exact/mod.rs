@@ -3,15 +3,19 @@
 //!
 //! # Method
 //!
-//! [`decide`](self::decide) answers "do all buffers fit under `capacity`?" by a
-//! depth-first search over canonical packings with section inference (the unallocated
-//! floor), dominance, symmetry breaking for identical buffers and dynamic temporal
-//! decomposition into independent sub-problems, each with its own preorder (see the
-//! `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
+//! [`decide`] answers "do all buffers fit under `capacity`?" by a depth-first search over
+//! canonical packings with section inference (the unallocated floor), dominance, symmetry
+//! breaking for identical buffers, the level and top rules (sections with no room for a
+//! gap need buffers at the current level, or on top of the buffer just placed, with
+//! disjoint spans) and dynamic temporal decomposition into independent sub-problems, each
+//! with its own preorder (see the `decide` module). [`search`] minimises the height from a valid start plan (the caller's:
 //! the `exact` strategy passes the `best` portfolio's plan) by a schedule of such probes
 //! (the `schedule` module): a probe at the lower bound, then a descent from the best
-//! height found, in steps that grow while probes succeed. On two threads (see
-//! [`ExactOptions::parallel`]) the lower-bound probe and the descent run side by side.
+//! height found, in steps that grow while probes succeed. Each probe after the first is a
+//! *race* of two deciders with different preorders (the `race` module), one per core
+//! with [`ExactOptions::parallel`], decided by node counts so that the answer does not
+//! depend on the threads; the descent's racers restart randomised preorders on the Luby
+//! sequence.
 //!
 //! # Complexity and budget
 //!
@@ -26,6 +30,8 @@
 //! pairs. The returned plan is always valid and never higher than the start plan.
 
 mod decide;
+mod order;
+mod race;
 mod schedule;
 mod sweep;
 
@@ -42,8 +48,8 @@ pub use schedule::search;
 pub struct ExactOptions {
     /// Search nodes (placements tried) for an instance of up to [`NODE_SCALE_BUFFERS`]
     /// buffers; larger instances get proportionally fewer, never fewer than
-    /// [`ExactOptions::min_nodes`]. With [`ExactOptions::parallel`], each of the two
-    /// threads has this budget.
+    /// [`ExactOptions::min_nodes`]. Each of the two racers has this budget (a quarter of
+    /// it for the race at the lower bound, the rest for the descent).
     pub node_limit: u64,
     /// The node budget never drops below this (nor above `node_limit`).
     pub min_nodes: u64,
@@ -51,15 +57,15 @@ pub struct ExactOptions {
     pub time_cap: Option<Duration>,
     /// Above this many buffers no search is made and the start plan is returned.
     pub max_buffers: usize,
-    /// Run the lower-bound probe and the descent on two threads once the search turns out
-    /// to be hard (the result does not depend on it).
+    /// Run the two racers of each probe on two threads once the search turns out to be
+    /// hard (the result does not depend on it).
     pub parallel: bool,
 }
 
 impl Default for ExactOptions {
     fn default() -> ExactOptions {
         ExactOptions {
-            node_limit: 8_000_000,
+            node_limit: 16_000_000,
             min_nodes: 20_000,
             time_cap: Some(Duration::from_secs(60)),
             max_buffers: 50_000,
@@ -69,7 +75,7 @@ impl Default for ExactOptions {
 }
 
 /// Instance size up to which [`ExactOptions::node_limit`] applies unscaled.
-pub const NODE_SCALE_BUFFERS: usize = 1024;
+pub const NODE_SCALE_BUFFERS: usize = 256;
 
 /// Instance size from which [`ExactOptions::node_limit`] applies unscaled.
 pub const NODE_RAMP_BUFFERS: usize = 200;
@@ -127,8 +133,11 @@ pub fn plan(problem: &Problem, start: &OffsetPlan) -> OffsetPlan {
     search(problem, start, &ExactOptions::default()).plan
 }
 
-/// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode), within
-/// the node budget of `options` (all of it for this one capacity).
+/// Decides whether `problem` fits under `capacity` (MiniMalloc's decision mode) by one
+/// race of the two racers (on two threads with [`ExactOptions::parallel`]; the answer
+/// does not depend on it), each within the node budget of `options`; when the instance
+/// is tight at `capacity`, both on randomised area orders (as the search does at the
+/// lower bound).
 pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decision {
     if problem.is_empty() {
         return Decision::Feasible(OffsetPlan::default());
@@ -142,9 +151,14 @@ pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decis
     let Some(sw) = sweep::Sweep::new(problem, schedule::MAX_CONFLICT_PAIRS) else {
         return Decision::Unknown;
     };
-    let mut d = decide::Decider::new(&sw);
+    let bar = std::sync::atomic::AtomicU64::new(u64::MAX);
+    let mut race = race::Race::new(&sw, &bar, options.parallel);
+    if schedule::is_tight(&sw, capacity) {
+        race.set_rotations(&race::TIGHT, &race::TIGHT);
+    }
     let limit = options.nodes_for(problem.len());
-    match d.solve(capacity, limit, std::time::Instant::now(), options.time_cap) {
+    let clock = std::time::Instant::now();
+    match race.probe(capacity, limit, clock, options.time_cap).probe {
         decide::Probe::Found(offsets) => Decision::Feasible(OffsetPlan { offsets }),
         decide::Probe::Infeasible => Decision::Infeasible,
         decide::Probe::Unknown => Decision::Unknown,

@@ -1,26 +1,25 @@
 //! The capacity schedule: minimising the height with decision probes.
 //!
-//! Two tracks, each with the whole node budget, so that a hard capacity cannot starve the
-//! other:
+//! 1. A short probe at the lower bound on the calling thread (DNN traces usually pack
+//!    there after a few backtracks), rotating MiniMalloc's three preorders, the most
+//!    productive first.
+//! 2. A race at the lower bound (see `race.rs`: two racers with different preorders, one
+//!    per core, decided by node counts) with a quarter of the node budget of each racer;
+//!    on a *tight* instance (see [`is_tight`]) three quarters, both racers on randomised
+//!    area orders.
+//! 3. The **descent**: from the best height found, probe `best - step`, each probe a
+//!    race: a packing found makes it the new best and doubles the step; a proof of
+//!    infeasibility raises the proven lower bound and halves the step; a probe that runs
+//!    out of nodes quarters the step, and at the smallest step (one granule: the gcd of the
+//!    sizes and alignments, of which every canonical height is a multiple) it ends the
+//!    search. A probe gets 1/32 of the descent's budget, except the one at
+//!    `best - granule`, which gets all that is left.
 //!
-//! - the **lower-bound track** probes the lower bound itself (on most instances the
-//!   optimum, and then the answer is proven);
-//! - the **descent track** starts from the start plan's height and probes `best - step`:
-//!   a packing found makes it the new best and doubles the step; a proof of infeasibility
-//!   raises the proven lower bound and halves the step; a probe that runs out of nodes
-//!   quarters the step, and at the smallest step (one granule: the gcd of the sizes and
-//!   alignments, of which every canonical height is a multiple) it ends the track. A probe
-//!   gets a sixteenth of the budget, except the one at `best - granule`, which gets all
-//!   that is left.
-//!
-//! A short sequential probe at the lower bound comes first (DNN traces usually pack there
-//! after a few backtracks); only when it fails do the tracks start, on two threads when
-//! [`ExactOptions::parallel`] is set, one after the other otherwise. The plan, height and
-//! optimality do not depend on that choice: one track stops the other only once its own
-//! answer makes the other's irrelevant (a packing at the lower bound, or a descent that
-//! proved its best optimal).
+//! Budgets are charged deterministically (a race's charge is its winner's node count, or
+//! its limit), so the plan, height and optimality do not depend on the threads; only the
+//! wall-time safety net can make them depend on the machine.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use crate::bounds::offsets_lower_bound;
@@ -28,8 +27,41 @@ use crate::plan::OffsetPlan;
 use crate::problem::Problem;
 
 use super::decide::{Decider, Probe};
-use super::sweep::Sweep;
+use super::order::Preorder;
+use super::race::{self, Race};
+use super::sweep::{granule, Sweep};
 use super::{ExactOptions, ExactOutcome};
+
+/// The rotation of the short first probe (MiniMalloc's three, the most productive first).
+const QUICK: [Preorder; 3] = [*b"TWA", *b"TAW", *b"WAT"];
+
+/// The race at the lower bound gets this share (1/4) of each racer's budget; the descent
+/// gets the rest.
+const LOWER_BOUND_SHARE: u64 = 4;
+
+/// On a tight instance the descent gets this share (1/4) of each racer's budget, the race
+/// at the lower bound the rest.
+const TIGHT_DESCENT_SHARE: u64 = 4;
+
+/// An instance is *tight* when at least this share (9/10) of its sections hold the lower
+/// bound to within a granule: no packing at the bound leaves a gap there, the level and
+/// top rules apply everywhere, and packings at the bound come from short randomised
+/// attempts (as on exact tilings, where every section does).
+const TIGHT_SECTIONS: (usize, usize) = (9, 10);
+
+/// Whether `sw` is tight at the lower bound `lb` (see [`TIGHT_SECTIONS`]).
+pub(super) fn is_tight(sw: &Sweep, lb: u64) -> bool {
+    let full = sw.breadth.iter().filter(|&&b| b + sw.granule > lb).count();
+    full * TIGHT_SECTIONS.1 >= sw.sections() * TIGHT_SECTIONS.0
+}
+
+/// The descent's first step is the gap between the start height and the lower bound
+/// divided by this (then doubled on every success).
+const FIRST_STEP_DIVISOR: u64 = 64;
+
+/// A descent probe gets this share of the descent's budget (but the one at
+/// `best - granule` gets all that is left).
+const PROBE_SHARE: u64 = 32;
 
 /// No search when more pairs of buffers conflict (about 8 bytes of memory per pair).
 pub(crate) const MAX_CONFLICT_PAIRS: u64 = 8_000_000;
@@ -58,107 +90,44 @@ pub fn search(problem: &Problem, start: &OffsetPlan, options: &ExactOptions) -> 
     let budget = options.nodes_for(n);
     let quick = (budget / 64).max(16 * n as u64).min(budget);
     let mut d = Decider::new(&sw);
+    d.set_rotation(&QUICK);
+    let mut lower = lb;
     match d.solve(lb, quick, clock, options.time_cap) {
         Probe::Found(offsets) => {
             out.nodes = d.nodes;
             return finish(problem, out, Some(offsets), lb);
         }
-        Probe::Infeasible => {
-            out.nodes = d.nodes;
-            let track = descend(
-                &sw,
-                problem,
-                start_h,
-                lb + g,
-                g,
-                budget,
-                clock,
-                options,
-                None,
-            );
-            return finish_tracks(problem, out, None, track, lb + g);
-        }
-        Probe::Unknown => out.nodes = d.nodes,
+        Probe::Infeasible => lower = lb + g,
+        Probe::Unknown => {}
     }
-    let stop_lb = AtomicBool::new(false);
-    let stop_descent = AtomicBool::new(false);
-    let lb_track = || {
-        let mut d = Decider::new(&sw);
-        d.cancel_on(&stop_lb);
-        let r = d.solve(lb, budget, clock, options.time_cap);
-        if matches!(r, Probe::Found(_)) {
-            stop_descent.store(true, Ordering::Relaxed);
-        }
-        (r, d.nodes)
-    };
-    let descent_track = || {
-        let t = descend(
-            &sw,
-            problem,
-            start_h,
-            lb,
-            g,
-            budget,
-            clock,
-            options,
-            Some(&stop_descent),
-        );
-        if t.best_h <= t.lower {
-            stop_lb.store(true, Ordering::Relaxed);
-        }
-        t
-    };
-    let ((lb_probe, lb_nodes), track) = if options.parallel {
-        std::thread::scope(|scope| {
-            let h = scope.spawn(lb_track);
-            let t = descent_track();
-            (h.join().unwrap_or((Probe::Unknown, 0)), t)
-        })
-    } else {
-        let a = lb_track();
-        let t = if matches!(a.0, Probe::Found(_)) {
-            Track::empty(start_h, lb)
+    out.nodes = d.nodes;
+    let bar = AtomicU64::new(u64::MAX);
+    let mut race = Race::new(&sw, &bar, options.parallel);
+    let mut left = budget;
+    if lower == lb {
+        let share = if is_tight(&sw, lb) {
+            race.set_rotations(&race::TIGHT, &race::TIGHT);
+            left / TIGHT_DESCENT_SHARE * (TIGHT_DESCENT_SHARE - 1)
         } else {
-            descent_track()
+            left / LOWER_BOUND_SHARE
         };
-        (a, t)
-    };
-    out.nodes += lb_nodes;
-    let proven = match lb_probe {
-        Probe::Found(offsets) => {
-            out.nodes += track.nodes;
-            return finish(problem, out, Some(offsets), lb);
-        }
-        Probe::Infeasible => lb + g,
-        Probe::Unknown => lb,
-    };
-    finish_tracks(problem, out, None, track, proven)
-}
-
-/// The granule of heights: every offset of a canonical packing, and so every height the
-/// search can find, is a multiple of it. It divides every size, and every alignment that
-/// does not already divide it (an offset rounded up to such an alignment stays a
-/// multiple of the granule).
-fn granule(problem: &Problem) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
+        let o = race.probe(lb, share, clock, options.time_cap);
+        left -= o.charge.min(left);
+        match o.probe {
+            Probe::Found(offsets) => {
+                out.nodes += race.nodes();
+                return finish(problem, out, Some(offsets), lb);
+            }
+            Probe::Infeasible => lower = lb + g,
+            Probe::Unknown => {}
         }
     }
-    let b = problem.buffers();
-    let mut g = b.iter().fold(0, |g, x| gcd(g, x.size));
-    loop {
-        let next = b
-            .iter()
-            .filter(|x| g % x.align != 0)
-            .fold(g, |g, x| gcd(g, x.align));
-        if next == g {
-            return g.max(1);
-        }
-        g = next;
-    }
+    race.set_rotations(&race::DESCENT, &race::DESCENT_SECOND);
+    let track = descend(&mut race, problem, start_h, lower, g, left, clock, options);
+    out.nodes += race.nodes();
+    let lower = track.lower;
+    let out = finish(problem, out, None, lower);
+    finish(problem, out, track.best, lower)
 }
 
 /// What the descent track found.
@@ -167,7 +136,6 @@ struct Track {
     best: Option<Vec<u64>>,
     /// The proven lower bound.
     lower: u64,
-    nodes: u64,
 }
 
 impl Track {
@@ -176,14 +144,15 @@ impl Track {
             best_h: start_h,
             best: None,
             lower,
-            nodes: 0,
         }
     }
 }
 
+/// The descent: probes at `best - step` from the start height, each a race of the two
+/// racers, within `budget` probe nodes per racer (charged deterministically).
 #[allow(clippy::too_many_arguments)]
 fn descend(
-    sw: &Sweep,
+    race: &mut Race,
     problem: &Problem,
     start_h: u64,
     lower: u64,
@@ -191,24 +160,19 @@ fn descend(
     budget: u64,
     clock: Instant,
     options: &ExactOptions,
-    cancel: Option<&AtomicBool>,
 ) -> Track {
-    let mut d = Decider::new(sw);
-    if let Some(c) = cancel {
-        d.cancel_on(c);
-    }
     let mut t = Track::empty(start_h, lower);
-    let mut step = g;
-    let share = (budget / 16).max(1);
-    while t.best_h > t.lower {
-        let left = budget.saturating_sub(d.nodes);
-        if left == 0 {
-            break;
-        }
+    // The first step: a small share of the gap (small instances) but at least a granule.
+    let mut step = ((start_h.saturating_sub(lower) / FIRST_STEP_DIVISOR) / g).max(1) * g;
+    let share = (budget / PROBE_SHARE).max(1);
+    let mut left = budget;
+    while t.best_h > t.lower && left > 0 {
         let last = t.best_h - g;
         let cap = t.best_h.saturating_sub(step).max(t.lower).min(last);
         let limit = if cap == last { left } else { share.min(left) };
-        match d.solve(cap, d.nodes + limit, clock, options.time_cap) {
+        let o = race.probe(cap, limit, clock, options.time_cap);
+        left -= o.charge.min(left);
+        match o.probe {
             Probe::Found(offsets) => {
                 let plan = OffsetPlan { offsets };
                 t.best_h = plan.height(problem);
@@ -220,17 +184,13 @@ fn descend(
                 step = (step / 2).max(g);
             }
             Probe::Unknown => {
-                if cap == last || cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                    break;
-                }
-                if options.time_cap.is_some_and(|c| clock.elapsed() >= c) {
+                if cap == last || options.time_cap.is_some_and(|c| clock.elapsed() >= c) {
                     break;
                 }
                 step = (step / 4).max(g);
             }
         }
     }
-    t.nodes = d.nodes;
     t
 }
 
@@ -251,17 +211,4 @@ fn finish(
     out.lower_bound = lower.min(out.height);
     out.optimal = out.height <= lower;
     out
-}
-
-fn finish_tracks(
-    problem: &Problem,
-    mut out: ExactOutcome,
-    offsets: Option<Vec<u64>>,
-    track: Track,
-    proven: u64,
-) -> ExactOutcome {
-    out.nodes += track.nodes;
-    let lower = proven.max(track.lower);
-    let out = finish(problem, out, offsets, lower);
-    finish(problem, out, track.best, lower)
 }

@@ -33,6 +33,8 @@ pub(crate) struct Sweep {
     /// Buffers with the same lifetime, size and alignment as an earlier one point to the
     /// previous such buffer (`u32::MAX` for none): identical buffers are interchangeable.
     pub twin_before: Vec<u32>,
+    /// Every offset of a canonical packing is a multiple of this (see [`granule`]).
+    pub granule: u64,
 }
 
 impl Sweep {
@@ -148,6 +150,7 @@ impl Sweep {
             breadth,
             cuts,
             twin_before,
+            granule: granule(problem),
         })
     }
 
@@ -164,6 +167,32 @@ impl Sweep {
     /// The buffers that conflict with `i`.
     pub fn conflicts(&self, i: usize) -> &[u32] {
         &self.adj[self.adj_start[i] as usize..self.adj_start[i + 1] as usize]
+    }
+}
+
+/// The granule of heights: every offset of a canonical packing, and so every height the
+/// search can find, is a multiple of it. It divides every size, and every alignment that
+/// does not already divide it (an offset rounded up to such an alignment stays a
+/// multiple of the granule).
+pub(crate) fn granule(problem: &Problem) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let b = problem.buffers();
+    let mut g = b.iter().fold(0, |g, x| gcd(g, x.size));
+    loop {
+        let next = b
+            .iter()
+            .filter(|x| g % x.align != 0)
+            .fold(g, |g, x| gcd(g, x.align));
+        if next == g {
+            return g.max(1);
+        }
+        g = next;
     }
 }
 

@@ -176,15 +176,21 @@ fn respects_the_node_budget_and_stays_valid() {
 
 #[test]
 fn threads_do_not_change_the_answer() {
-    for seed in 0..4 {
-        let p = dnn_trace(120, seed);
+    // DNN traces, and exact tilings (whose searches reach the randomised descent).
+    let mut searched = 0;
+    for (seed, p) in (0..4)
+        .map(|s| (s, dnn_trace(120, s)))
+        .chain((0..4).map(|s| (s, exact_plane(60, 1000, s))))
+    {
         let start = crate::offsets::greedy_by_size::plan(&p);
         let o = ExactOptions {
             node_limit: 3_000,
             min_nodes: 0,
+            max_buffers: 1000,
             ..small()
         };
         let a = search(&p, &start, &o);
+        searched += u32::from(a.nodes > 0 && a.height < start.height(&p));
         let b = search(
             &p,
             &start,
@@ -199,6 +205,18 @@ fn threads_do_not_change_the_answer() {
             "seed {seed}"
         );
     }
+    assert!(searched >= 3, "{searched}");
+}
+
+#[test]
+fn exact_tilings_are_tight_and_dnn_traces_are_not() {
+    let tight = |p: &Problem| {
+        let sw = Sweep::new(p, u64::MAX).unwrap();
+        super::schedule::is_tight(&sw, crate::offsets_lower_bound(p))
+    };
+    assert!((0..4).all(|seed| tight(&exact_plane(200, 1 << 20, seed))));
+    assert!((0..4).all(|seed| !tight(&dnn_trace(200, seed))));
+    assert!(!tight(&minimalloc_example()));
 }
 
 /// The optimum by brute force: every order, each buffer at the top of the placed
@@ -277,6 +295,26 @@ proptest::proptest! {
         }
     }
 
+    /// Exact tilings are tight everywhere (no section has a granule of slack), where the
+    /// level rule prunes most: every capacity from the bound up must still be found
+    /// feasible, and one below it proven infeasible.
+    #[test]
+    fn tight_tilings_pack_at_their_height(n in 2usize..14, height in 2u64..40, seed in 0u64..1_000) {
+        let p = exact_plane(n, height, seed);
+        let o = ExactOptions { node_limit: u64::MAX / 4, ..small() };
+        for cap in height..height + 3 {
+            match decide(&p, cap, &o) {
+                Decision::Feasible(plan) => {
+                    proptest::prop_assert!(validate_offsets(&p, &plan).unwrap() <= cap);
+                }
+                other => proptest::prop_assert!(false, "{:?} at {}", other, cap),
+            }
+        }
+        proptest::prop_assert_eq!(decide(&p, height - 1, &o), Decision::Infeasible);
+        let out = from_naive(&p, &o);
+        proptest::prop_assert_eq!((out.height, out.optimal), (height, true));
+    }
+
     #[test]
     fn plans_validate_within_a_small_budget(p in strategies::problem(40)) {
         let o = ExactOptions { node_limit: 2_000, min_nodes: 0, time_cap: None, max_buffers: 64, parallel: false };
@@ -287,5 +325,70 @@ proptest::proptest! {
         proptest::prop_assert!(h >= out.lower_bound);
         proptest::prop_assert!(out.lower_bound >= crate::offsets_lower_bound(&p));
         proptest::prop_assert!(h <= start.height(&p));
+    }
+}
+
+/// Nodes each preorder needs alone at the lower bound (a measurement, not a check):
+/// `cargo test --release -p memo-planner census -- --ignored --nocapture`, with
+/// `CENSUS=A,B,plane:200:1` to choose the instances, `CENSUS_NODES` the limit and
+/// `CENSUS_RATIO` the capacity as a multiple of the lower bound.
+#[test]
+#[ignore]
+fn census_of_preorders() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/minimalloc/challenging"
+    );
+    let names = std::env::var("CENSUS").unwrap_or_else(|_| "A,B,C,E,F,G,H,I,K".into());
+    let limit: u64 = std::env::var("CENSUS_NODES")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(20_000_000);
+    let orders: Vec<[u8; 3]> = std::env::var("CENSUS_ORDERS")
+        .unwrap_or_else(|_| "WAT,TAW,TWA,AWT,ATW,ZWT,WZT".into())
+        .split(',')
+        .map(|s| s.as_bytes().try_into().expect("three letters"))
+        .collect();
+    for name in names.split(',') {
+        let p = match name.strip_prefix("plane:") {
+            Some(spec) => {
+                let v: Vec<u64> = spec.split(':').map(|x| x.parse().unwrap()).collect();
+                exact_plane(v[0] as usize, 1 << 20, v[1])
+            }
+            None => {
+                crate::format::read_problem_file(format!("{dir}/{name}.1048576.csv"))
+                    .unwrap()
+                    .0
+            }
+        };
+        let ratio: f64 = std::env::var("CENSUS_RATIO")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(1.0);
+        let cap = (crate::offsets_lower_bound(&p) as f64 * ratio) as u64;
+        let sw = Sweep::new(&p, u64::MAX).unwrap();
+        let mut line = format!("{name} n={}", p.len());
+        let repeats: usize = std::env::var("CENSUS_REPEAT")
+            .ok()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(1);
+        let mut d = Decider::new(&sw);
+        for &o in orders.iter().flat_map(|o| std::iter::repeat_n(o, repeats)) {
+            let t = Instant::now();
+            let r = d.solve_once(cap, o, limit);
+            let tag = match r {
+                Probe::Found(_) => "ok",
+                Probe::Infeasible => "INF",
+                Probe::Unknown => "-",
+            };
+            line += &format!(
+                "  {}:{}{} {:.2}s",
+                std::str::from_utf8(&o).unwrap(),
+                d.probe_nodes(),
+                tag,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        println!("{line}");
     }
 }
