@@ -103,7 +103,7 @@ fn make(key: &str, bound: bool) -> Option<*const PassState> {
         }
         return None;
     };
-    state.check_in_main(Box::into_raw(main));
+    state.check_in_main(Box::into_raw(main).cast());
     Some(Box::into_raw(state))
 }
 
@@ -242,7 +242,7 @@ fn pop(serial: u64) -> *mut Context {
 /// Enters `pass`'s main context on this thread (with the re-entrancy guard set);
 /// `None` if another thread has it entered.
 pub(crate) fn enter_main(pass: &PassState) -> Option<u64> {
-    let main = pass.check_out_main();
+    let main = pass.check_out_main().cast::<Context>();
     if main.is_null() {
         return None;
     }
@@ -330,7 +330,7 @@ pub(crate) fn leave(serial: u64) {
     // SAFETY: as above.
     let p = unsafe { &*pass };
     let Some(id) = c.helper else {
-        p.check_in_main(ctx);
+        p.check_in_main(ctx.cast());
         return;
     };
     // SAFETY: a helper context was boxed by `enter_helper` and is now this thread's
@@ -391,7 +391,7 @@ pub(crate) fn end(pass: *const PassState, abandon: Option<AbandonReason>) {
 /// Finishes a pass whose resources nobody holds any more: every context left (the main
 /// one is checked in), every helper's counts and recording handed in.
 fn finish(p: &PassState) {
-    let main = p.check_out_main();
+    let main = p.check_out_main().cast::<Context>();
     // SAFETY: checked in by everyone who entered it; owned by the pass.
     let mut main = (!main.is_null()).then(|| unsafe { Box::from_raw(main) });
     let mut counters = p.helper_counters();

@@ -12,7 +12,6 @@
 use std::ptr;
 
 use crate::compile::CompiledPlan;
-use crate::context::Context;
 use crate::recorder::Recorder;
 use crate::registry::KeyEntry;
 use crate::slab::{Instance, Slabs};
@@ -39,6 +38,10 @@ pub(crate) struct Fragment {
     next: *mut Fragment,
 }
 
+/// The main context as the pass keeps it: opaque here. It is a `Context` (`context.rs`,
+/// which points back to its pass); `lifecycle` checks it out and in, and `finish` frees it.
+pub(crate) enum MainContext {}
+
 /// A running pass, shared by its contexts and handles (boxed; freed by the last `refs`).
 pub(crate) struct PassState {
     pub(crate) entry: Option<&'static KeyEntry>,
@@ -59,7 +62,7 @@ pub(crate) struct PassState {
     active: plain::AtomicU32,
     ended: plain::AtomicBool,
     /// The main context while no thread has it entered.
-    main: plain::AtomicPtr<Context>,
+    main: plain::AtomicPtr<MainContext>,
     fragments: plain::AtomicPtr<Fragment>,
     stamps: plain::AtomicU64,
     /// Counters of helper contexts that left.
@@ -147,12 +150,12 @@ impl PassState {
     }
 
     /// Takes the main context (null if a thread has it entered).
-    pub(crate) fn check_out_main(&self) -> *mut Context {
+    pub(crate) fn check_out_main(&self) -> *mut MainContext {
         self.main.swap(ptr::null_mut(), Ordering::AcqRel)
     }
 
     /// Gives the main context back.
-    pub(crate) fn check_in_main(&self, main: *mut Context) {
+    pub(crate) fn check_in_main(&self, main: *mut MainContext) {
         debug_assert!(self.main.load(Ordering::Relaxed).is_null());
         self.main.store(main, Ordering::Release);
     }
@@ -261,11 +264,9 @@ impl PassState {
 
 impl Drop for PassState {
     fn drop(&mut self) {
-        let main = *self.main.get_mut();
-        if !main.is_null() {
-            // SAFETY: the checked-in main context is owned by the pass.
-            drop(unsafe { Box::from_raw(main) });
-        }
+        // `finish` runs before the last reference goes (every path that frees a pass
+        // finished it) and frees the main context.
+        debug_assert!(self.main.get_mut().is_null(), "a pass freed unfinished");
         Self::drop_list(*self.fragments.get_mut());
     }
 }

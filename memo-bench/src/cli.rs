@@ -4,23 +4,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 use crate::alloc::Allocator;
 use crate::harness::parent::{self, Group, Schedule};
 use crate::harness::{child, CellSpec};
-use crate::report::{self, heapmaps, svg, table};
+use crate::report::{self, heapmaps, svg, table, Format};
 use crate::service::command::{self, ServerArgs, ServiceArgs};
 use crate::workloads::{Net, Spec, Variant};
-
-/// Output format of the results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned table.
-    Table,
-    /// `{"cells": [...]}` JSON.
-    Json,
-}
 
 /// memo-bench: pass latency of DNN-shaped workloads under glibc, jemalloc, jemalloc-tuned,
 /// mimalloc, memomalloc over System and memomalloc over jemalloc.

@@ -13,6 +13,15 @@ use serde::Serialize;
 use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Run};
 
+/// Output format of the results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned table.
+    Table,
+    /// `{"cells": [...]}` JSON.
+    Json,
+}
+
 /// One (workload, allocator, threads, compute) cell over all its repetitions.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {

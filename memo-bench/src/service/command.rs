@@ -9,7 +9,7 @@ use super::bench::{self, Setup};
 use super::report;
 use super::server::{self, ServeOptions};
 use crate::alloc;
-use crate::cli::Format;
+use crate::report::Format;
 
 /// `memo-bench service`: the inference service under memo and jemalloc.
 #[derive(Args, Debug, Clone)]
