@@ -461,6 +461,22 @@ fn plan_churn_under_concurrency() {
     run_child("child_churn");
 }
 
+const CHURN_KEYS: [&str; 5] = ["churn-0", "churn-1", "churn-2", "churn-3", "churn-4"];
+
+/// Passes profiled over the churn keys.
+fn profiled_passes() -> u64 {
+    CHURN_KEYS
+        .iter()
+        .filter_map(|k| memo_alloc::report(k))
+        .map(|r| r.passes_profiled)
+        .sum()
+}
+
+/// Plans were replayed, and some key was profiled again (what the test is about).
+fn churned() -> bool {
+    memo_alloc::stats().slab_hits > 0 && profiled_passes() > CHURN_KEYS.len() as u64
+}
+
 #[test]
 #[ignore = "child process of plan_churn_under_concurrency"]
 fn child_churn() {
@@ -476,7 +492,7 @@ fn child_churn() {
     }));
     const THREADS: usize = 8;
     const PASSES: usize = 150;
-    const KEYS: [&str; 5] = ["churn-0", "churn-1", "churn-2", "churn-3", "churn-4"];
+    const KEYS: [&str; 5] = CHURN_KEYS;
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<Buf>()).unzip();
     let done = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = rxs
@@ -490,10 +506,8 @@ fn child_churn() {
                 let start = std::time::Instant::now();
                 for p in 0.. {
                     // The planner thread may not have had a core yet (8 workers, 2 cores):
-                    // go on until some plan was replayed, or for 10 s at most.
-                    if p >= PASSES
-                        && (memo_alloc::stats().slab_hits > 0 || start.elapsed().as_secs() >= 10)
-                    {
+                    // go on until plans were replayed and re-made, or for 10 s at most.
+                    if p >= PASSES && (churned() || start.elapsed().as_secs() >= 10) {
                         break;
                     }
                     let key = KEYS[(t + p) % KEYS.len()];
@@ -543,10 +557,7 @@ fn child_churn() {
     let s = memo_alloc::stats();
     assert!(s.plans <= 2, "{s:?}");
     assert!(s.slab_hits > 0, "{s:?}");
-    let profiled: u64 = KEYS
-        .iter()
-        .map(|k| memo_alloc::report(k).unwrap().passes_profiled)
-        .sum();
+    let profiled = profiled_passes();
     eprintln!("churn: {s:?}, profiled {profiled}");
     assert!(
         profiled > KEYS.len() as u64,
