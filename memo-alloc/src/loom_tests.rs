@@ -194,12 +194,7 @@ fn pool() {
 #[test]
 fn publication() {
     model(|| {
-        let entry: &'static KeyEntry = Box::leak(KeyEntry::new("k", 1).unwrap());
-        let reclaimer: &'static Reclaimer = Box::leak(Box::new(Reclaimer::new()));
-        let new_plan = || Box::into_raw(Slabs::new(plan(), 1).unwrap());
-        assert!(entry.begin_profile());
-        // SAFETY: a fresh plan, given to the key.
-        unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+        let (entry, reclaimer) = planned_key();
         let a = entry.state().plan();
         let reader = thread::spawn(move || read_and_use(entry));
         assert!(entry.mark_stale(a) && entry.begin_profile());
@@ -209,6 +204,21 @@ fn publication() {
         reclaimer.reclaim();
         reader.join().unwrap();
     });
+}
+
+/// A fresh plan of one instance.
+fn new_plan() -> *mut Slabs {
+    Box::into_raw(Slabs::new(plan(), 1).unwrap())
+}
+
+/// A key (leaked, as the registry's are) that holds a published plan, and its reclaimer.
+fn planned_key() -> (&'static KeyEntry, &'static Reclaimer) {
+    let entry: &'static KeyEntry = Box::leak(KeyEntry::new("k", 1).unwrap());
+    let reclaimer: &'static Reclaimer = Box::leak(Box::new(Reclaimer::new()));
+    assert!(entry.begin_profile());
+    // SAFETY: a fresh plan, given to the key.
+    unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+    (entry, reclaimer)
 }
 
 /// What a pass does with a key's plan: see [`publication`].
@@ -235,12 +245,7 @@ fn read_and_use(entry: &'static KeyEntry) {
 #[test]
 fn publication_and_eviction() {
     model(|| {
-        let entry: &'static KeyEntry = Box::leak(KeyEntry::new("k", 1).unwrap());
-        let reclaimer: &'static Reclaimer = Box::leak(Box::new(Reclaimer::new()));
-        let new_plan = || Box::into_raw(Slabs::new(plan(), 1).unwrap());
-        assert!(entry.begin_profile());
-        // SAFETY: a fresh plan, given to the key.
-        unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
+        let (entry, reclaimer) = planned_key();
         let a = entry.state().plan();
         let replanner = thread::spawn(move || {
             entry.mark_stale(a);

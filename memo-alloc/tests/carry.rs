@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
+use common::{delta, hits};
 use memo_alloc::{Buckets, MemoAlloc, MissReason, Pass, PassReport};
 use shadow_support::CountingBackend;
 use shadow_support::{alloc as talloc, checked::Checked, free as tfree, Alloc, Block};
@@ -31,16 +32,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     common::inline_planner();
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn delta(key: &str, f: impl FnOnce()) -> (PassReport, PassReport) {
-    let before = memo_alloc::report(key).unwrap_or_default();
-    f();
-    (before, memo_alloc::report(key).expect("a pass ran"))
-}
-
-fn hits(d: &(PassReport, PassReport)) -> u64 {
-    d.1.slab_hits - d.0.slab_hits
 }
 
 fn misses(d: &(PassReport, PassReport)) -> u64 {

@@ -492,7 +492,6 @@ fn child_churn() {
     }));
     const THREADS: usize = 8;
     const PASSES: usize = 150;
-    const KEYS: [&str; 5] = CHURN_KEYS;
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<Buf>()).unzip();
     let done = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = rxs
@@ -510,7 +509,7 @@ fn child_churn() {
                     if p >= PASSES && (churned() || start.elapsed().as_secs() >= 10) {
                         break;
                     }
-                    let key = KEYS[(t + p) % KEYS.len()];
+                    let key = CHURN_KEYS[(t + p) % CHURN_KEYS.len()];
                     {
                         let _pass = memo_alloc::pass(key);
                         let mut live = Vec::new();
@@ -560,7 +559,7 @@ fn child_churn() {
     let profiled = profiled_passes();
     eprintln!("churn: {s:?}, profiled {profiled}");
     assert!(
-        profiled > KEYS.len() as u64,
+        profiled > CHURN_KEYS.len() as u64,
         "plans were evicted and re-made: {profiled}"
     );
 }

@@ -21,6 +21,8 @@
 //!   handlers and loading `MEMO_PLAN_DIR`) leaves a child that can run passes instead of
 //!   one that waits forever on the copied, never-finishing setup.
 
+mod common;
+
 use std::alloc::Layout;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -435,30 +437,6 @@ fn concurrent_profiles_write_distinct_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `waitpid` with a hang guard: a child still running after `secs` is killed and reported
-/// (a deadlocked child is a failure; this is not a timing assertion).
-fn wait_child(pid: libc::pid_t, secs: u64) -> Result<i32, String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Ok(status);
-        }
-        if r != 0 {
-            return Err("waitpid failed".into());
-        }
-        if std::time::Instant::now() > deadline {
-            // SAFETY: killing our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = unsafe { libc::waitpid(pid, &mut status, 0) };
-            return Err(format!("child {pid} hung"));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
 #[test]
 #[ignore = "child process of fork_during_first_pass_setup"]
 fn child_fork_during_init() {
@@ -487,7 +465,7 @@ fn child_fork_during_init() {
             // SAFETY: ends the child at once.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
-        let status = wait_child(pid, 20).unwrap_or_else(|e| panic!("fork #{forks}: {e}"));
+        let status = common::wait_bounded(pid, 20).unwrap_or_else(|e| panic!("fork #{forks}: {e}"));
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "fork #{forks}: status {status:#x}"

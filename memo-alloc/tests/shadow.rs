@@ -53,6 +53,8 @@
 
 mod shadow_support;
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -60,6 +62,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
 use std::sync::{Mutex, Once, RwLock};
 
+use common::{delta, hits};
 use memo_alloc::{Config, MemoAlloc, MissReason, PassReport};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -1054,17 +1057,6 @@ fn generated_programs_long() {
 // ---------------------------------------------------------------------------------------
 // Hand-made divergences with a known miss reason
 // ---------------------------------------------------------------------------------------
-
-/// Runs `f` (one pass of `key`) and returns the key's report before and after.
-fn delta(key: &str, f: impl FnOnce()) -> (PassReport, PassReport) {
-    let before = memo_alloc::report(key).unwrap_or_default();
-    f();
-    (before, memo_alloc::report(key).expect("a pass ran"))
-}
-
-fn hits(d: &(PassReport, PassReport)) -> u64 {
-    d.1.slab_hits - d.0.slab_hits
-}
 
 fn missed(d: &(PassReport, PassReport), reason: MissReason) -> u64 {
     misses(&d.1, &d.0, reason)

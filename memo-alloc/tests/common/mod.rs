@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: running one test of this binary in a child
-//! process (each child has its own configuration and registry), and bounded waits.
+//! process (each child has its own configuration and registry), bounded waits, and the
+//! difference a run of passes makes to a key's report.
 
 #![allow(dead_code)]
 
@@ -86,8 +87,11 @@ pub fn wait_bounded(pid: libc::pid_t, secs: u64) -> Result<i32, String> {
             return Err(format!("waitpid failed: {r}"));
         }
         if Instant::now() > deadline {
-            // SAFETY: killing our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: killing and reaping our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
             return Err(format!("the child hung for {secs} s (deadlocked?)"));
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -112,4 +116,16 @@ pub fn rss_bytes() -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     pages * 4096
+}
+
+/// Runs `f` (passes of `key`) and returns the key's report before and after.
+pub fn delta(key: &str, f: impl FnOnce()) -> (memo_alloc::PassReport, memo_alloc::PassReport) {
+    let before = memo_alloc::report(key).unwrap_or_default();
+    f();
+    (before, memo_alloc::report(key).expect("a pass ran"))
+}
+
+/// Slab hits between the two reports of a [`delta`].
+pub fn hits(d: &(memo_alloc::PassReport, memo_alloc::PassReport)) -> u64 {
+    d.1.slab_hits - d.0.slab_hits
 }

@@ -45,29 +45,16 @@ pub fn ratio_plot(workload: &str, cells: &[&Cell], cpus: usize) -> String {
     };
     let y = |v: f64| mt + (h - mt - mb) * (1.0 - (v.min(ymax) - ymin) / (ymax - ymin));
     let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}: pass latency / memomalloc's (p50 solid, p99 dashed)</text>"#,
-        w / 2.0,
-        xml_escape(workload)
+    open(
+        &mut s,
+        (w, h),
+        &format!("{workload}: pass latency / memomalloc's (p50 solid, p99 dashed)"),
     );
     // Axes and grid.
     let steps = 5;
     for i in 0..=steps {
         let v = ymin + (ymax - ymin) * i as f64 / steps as f64;
-        let _ = write!(
-            s,
-            r##"<line x1="{ml}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{v:.2}</text>"##,
-            w - mr,
-            ml - 6.0,
-            y(v) + 4.0,
-            y0 = y(v)
-        );
+        grid_line(&mut s, (ml, w - mr), y(v), &format!("{v:.2}"));
     }
     let _ = write!(
         s,
@@ -137,17 +124,47 @@ pub fn ratio_plot(workload: &str, cells: &[&Cell], cpus: usize) -> String {
                 }
             }
         }
-        let ly = mt + 18.0 * li as f64;
-        let lx = w - mr + 10.0;
-        let _ = write!(
-            s,
-            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{col}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
-            lx + 20.0,
-            lx + 26.0,
-            ly + 4.0,
-            xml_escape(name),
-        );
+        legend_entry(&mut s, (w - mr + 10.0, mt + 18.0 * li as f64), col, name);
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Opens an SVG of `size` (width, height) on white, with `title` centred at the top.
+pub fn open(s: &mut String, size: (f64, f64), title: &str) {
+    let (w, h) = size;
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="{w}" height="{h}" fill="white"/>"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        w / 2.0,
+        xml_escape(title)
+    );
+}
+
+/// A horizontal grid line at height `y` across `xs` (left, right), `label` at its left.
+pub fn grid_line(s: &mut String, xs: (f64, f64), y: f64, label: &str) {
+    let (x0, x1) = xs;
+    let _ = write!(
+        s,
+        r##"<line x1="{x0}" x2="{x1}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
+        x0 - 6.0,
+        y + 4.0,
+    );
+}
+
+/// A legend entry at `at` (x, y): a short line in `color`, then `name`.
+pub fn legend_entry(s: &mut String, at: (f64, f64), color: &str, name: &str) {
+    let (x, y) = at;
+    let _ = write!(
+        s,
+        r#"<line x1="{x}" x2="{}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+        x + 20.0,
+        x + 26.0,
+        y + 4.0,
+        xml_escape(name),
+    );
 }

@@ -100,13 +100,7 @@ pub fn run(setup: &Setup, progress: impl Fn(&str)) -> Result<ServiceReport, Stri
                 let (cell, load) = run_cell(setup, allocator, clients)?;
                 agree &= load.inconsistent == 0;
                 for (k, v) in load.checksums {
-                    match answers.get(&k) {
-                        Some(old) if *old != v => agree = false,
-                        Some(_) => {}
-                        None => {
-                            answers.insert(k, v);
-                        }
-                    }
+                    agree &= load::note_checksum(&mut answers, k, v) == 0;
                 }
                 reps[i].push(cell);
             }
@@ -122,16 +116,15 @@ pub fn run(setup: &Setup, progress: impl Fn(&str)) -> Result<ServiceReport, Stri
 }
 
 /// One cell from its repetitions: the median of each figure (requests and errors summed).
-fn median_cell(mut reps: Vec<ServiceCell>) -> ServiceCell {
+fn median_cell(reps: Vec<ServiceCell>) -> ServiceCell {
     fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         v[v.len() / 2]
     }
-    let mut cell = reps.remove(0);
-    if reps.is_empty() {
+    let mut cell = reps[0].clone();
+    if reps.len() == 1 {
         return cell;
     }
-    reps.insert(0, cell.clone());
     cell.requests = reps.iter().map(|c| c.requests).sum();
     cell.errors = reps.iter().map(|c| c.errors).sum();
     cell.first_error = reps.iter().find_map(|c| c.first_error.clone());

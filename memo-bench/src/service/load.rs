@@ -51,6 +51,20 @@ pub struct LoadResult {
     pub inconsistent: u64,
 }
 
+impl LoadResult {
+    fn empty() -> LoadResult {
+        LoadResult {
+            requests: 0,
+            errors: 0,
+            first_error: None,
+            seconds: 0.0,
+            latency: histogram(),
+            checksums: BTreeMap::new(),
+            inconsistent: 0,
+        }
+    }
+}
+
 /// Loads the service at `base` (`http://host:port`) as `opts` says.
 pub fn drive(base: &str, opts: &LoadOptions) -> Result<LoadResult, String> {
     let rt = runtime()?;
@@ -67,15 +81,7 @@ pub fn drive(base: &str, opts: &LoadOptions) -> Result<LoadResult, String> {
                 })
             })
             .collect();
-        let mut total = LoadResult {
-            requests: 0,
-            errors: 0,
-            first_error: None,
-            seconds: opts.duration.as_secs_f64(),
-            latency: histogram(),
-            checksums: BTreeMap::new(),
-            inconsistent: 0,
-        };
+        let mut total = LoadResult::empty();
         for t in tasks {
             let part = t.await.map_err(|e| format!("a client task failed: {e}"))?;
             merge(&mut total, part);
@@ -149,15 +155,7 @@ async fn one_client(
     end: Instant,
 ) -> LoadResult {
     let uri = format!("{base}/infer");
-    let mut out = LoadResult {
-        requests: 0,
-        errors: 0,
-        first_error: None,
-        seconds: 0.0,
-        latency: histogram(),
-        checksums: BTreeMap::new(),
-        inconsistent: 0,
-    };
+    let mut out = LoadResult::empty();
     let (lo, hi) = (
         opts.tokens.0.max(1),
         opts.tokens.1.max(opts.tokens.0.max(1)),
@@ -183,13 +181,7 @@ async fn one_client(
         };
         match checksum {
             Ok(sum) => {
-                match out.checksums.get(&(tokens, seed)) {
-                    Some(old) if *old != sum => out.inconsistent += 1,
-                    Some(_) => {}
-                    None => {
-                        out.checksums.insert((tokens, seed), sum);
-                    }
-                }
+                out.inconsistent += note_checksum(&mut out.checksums, (tokens, seed), sum);
                 if t0 >= measure_from {
                     out.requests += 1;
                     let us = done.duration_since(t0).as_micros() as u64;
@@ -227,12 +219,21 @@ fn merge(total: &mut LoadResult, part: LoadResult) {
     let _ = total.latency.add(&part.latency);
     total.inconsistent += part.inconsistent;
     for (k, v) in part.checksums {
-        match total.checksums.get(&k) {
-            Some(old) if *old != v => total.inconsistent += 1,
-            Some(_) => {}
-            None => {
-                total.checksums.insert(k, v);
-            }
+        total.inconsistent += note_checksum(&mut total.checksums, k, v);
+    }
+}
+
+/// Records the answer `sum` to request `k`; 1 when an earlier answer to it differed.
+pub fn note_checksum(
+    seen: &mut BTreeMap<(usize, u64), String>,
+    k: (usize, u64),
+    sum: String,
+) -> u64 {
+    match seen.get(&k) {
+        Some(old) => u64::from(*old != sum),
+        None => {
+            seen.insert(k, sum);
+            0
         }
     }
 }

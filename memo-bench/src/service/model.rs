@@ -24,7 +24,6 @@ pub struct Inference {
 
 /// The model, its buckets and a cache of graphs by sequence length.
 pub struct Model {
-    buckets: Buckets,
     /// The bucket bounds, ascending; the largest is the longest request accepted.
     bounds: Vec<usize>,
     /// `bert/seq<=<bound>` for each bound.
@@ -57,7 +56,6 @@ impl Model {
             .map(|&b| buckets.key("bert/seq", b as u64))
             .collect();
         Ok(Model {
-            buckets,
             bounds,
             keys,
             compute: Compute::from_scale(compute),
@@ -77,12 +75,13 @@ impl Model {
 
     /// The pass key of a request of `tokens` tokens; `None` beyond the largest bucket.
     pub fn key(&self, tokens: usize) -> Option<&str> {
-        if tokens == 0 || tokens > self.max_tokens() {
-            return None;
-        }
-        let bucket = self.buckets.bucket(tokens as u64) as usize;
-        let i = self.bounds.binary_search(&bucket).ok()?;
-        Some(&self.keys[i])
+        self.bucket_index(tokens).map(|i| self.keys[i].as_str())
+    }
+
+    /// Which bucket holds a request of `tokens` tokens; `None` beyond the largest.
+    fn bucket_index(&self, tokens: usize) -> Option<usize> {
+        let i = self.bounds.partition_point(|&b| b < tokens);
+        (tokens > 0 && i < self.bounds.len()).then_some(i)
     }
 
     /// The graph of a sequence of `tokens` tokens, built once (call it outside passes: the
@@ -109,7 +108,7 @@ impl Model {
         }
         Inference {
             tokens,
-            bucket: self.buckets.bucket(tokens as u64) as usize,
+            bucket: self.bucket_index(tokens).map_or(tokens, |i| self.bounds[i]),
             checksum: sum,
         }
     }

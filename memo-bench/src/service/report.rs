@@ -2,10 +2,8 @@
 
 use std::fmt::Write;
 
-use memo_planner::text::xml_escape;
-
 use super::bench::{ServiceCell, ServiceReport};
-use crate::report::svg::color;
+use crate::report::svg::{self, color};
 
 /// The aligned table, then one line per client count comparing memo with jemalloc.
 pub fn table(r: &ServiceReport) -> String {
@@ -93,25 +91,14 @@ pub fn plot(r: &ServiceReport) -> String {
     };
     let y = |v: f64| mt + (h - mt - mb) * (1.0 - v / ymax);
     let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="{w}" height="{h}" fill="white"/>"#
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">service: request latency, ms (p50 solid, p99 dashed)</text>"#,
-        w / 2.0
+    svg::open(
+        &mut s,
+        (w, h),
+        "service: request latency, ms (p50 solid, p99 dashed)",
     );
     for i in 0..=5 {
         let v = ymax * i as f64 / 5.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{ml}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{v:.1}</text>"##,
-            w - mr,
-            ml - 6.0,
-            y(v) + 4.0,
-            y0 = y(v)
-        );
+        svg::grid_line(&mut s, (ml, w - mr), y(v), &format!("{v:.1}"));
     }
     for &n in &clients {
         let _ = write!(
@@ -152,15 +139,7 @@ pub fn plot(r: &ServiceReport) -> String {
                 pts.join(" ")
             );
         }
-        let (lx, ly) = (w - mr + 10.0, mt + 18.0 * li as f64);
-        let _ = write!(
-            s,
-            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{col}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
-            lx + 20.0,
-            lx + 26.0,
-            ly + 4.0,
-            xml_escape(name)
-        );
+        svg::legend_entry(&mut s, (w - mr + 10.0, mt + 18.0 * li as f64), col, name);
     }
     s.push_str("</svg>\n");
     s
