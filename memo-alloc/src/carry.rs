@@ -40,7 +40,10 @@
 //! enters the pass's main context at each `poll`, on whichever thread polls it, and leaves
 //! it when `poll` returns (as `tracing::Instrument` does with spans), so two requests
 //! interleaved on one worker thread never mix their allocations. The pass ends when the
-//! future completes (or is dropped: a cancelled future's pass is abandoned).
+//! future completes (or is dropped: a cancelled future's pass is abandoned). Between two
+//! polls, a pass none of whose slab slots is live gives its slab's memory back, for any
+//! pass of any key to use until its next poll; so the slab memory of a service follows
+//! the polls that run at once, not the requests in flight.
 //!
 //! ```
 //! # fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -197,6 +200,16 @@ impl Pass {
         }
     }
 
+    /// Between polls: gives the pass's slab memory back if nothing of it is live (see
+    /// `lifecycle::park`; entering takes memory again). `&mut`: no other thread can reach
+    /// the pass meanwhile.
+    fn park(&mut self) {
+        if let Some(p) = self.pass {
+            // SAFETY: the owner's reference keeps the pass alive.
+            tls::with_bookkeeping(|| lifecycle::park(unsafe { p.as_ref() }));
+        }
+    }
+
     /// A handle to carry the pass to helper threads.
     pub fn handle(&self) -> Option<PassHandle> {
         let p = self.pass?;
@@ -215,16 +228,23 @@ impl Pass {
     }
 }
 
-impl Drop for Pass {
-    fn drop(&mut self) {
+impl Pass {
+    /// Ends the pass now (once).
+    fn end(&mut self, abandon: Option<AbandonReason>) {
         if let Some(p) = self.pass.take() {
-            let abandon = if std::thread::panicking() {
-                Some(AbandonReason::Panic)
-            } else {
-                self.cancelled.then_some(AbandonReason::Cancelled)
-            };
             tls::with_bookkeeping(|| lifecycle::end(p.as_ptr(), abandon));
         }
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let abandon = if std::thread::panicking() {
+            Some(AbandonReason::Panic)
+        } else {
+            self.cancelled.then_some(AbandonReason::Cancelled)
+        };
+        self.end(abandon);
     }
 }
 
@@ -250,8 +270,14 @@ impl<F: Future> Future for InPass<F> {
             let _in = this.pass.enter();
             fut.poll(cx)
         };
-        if polled.is_ready() {
-            this.done = true;
+        match polled {
+            // Ended at once, not when the future is dropped (which may be much later):
+            // its memory serves other passes from now on.
+            Poll::Ready(_) => {
+                this.done = true;
+                this.pass.end(None);
+            }
+            Poll::Pending => this.pass.park(),
         }
         polled
     }

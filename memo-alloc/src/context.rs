@@ -66,14 +66,15 @@ pub(crate) struct Context {
 impl Context {
     /// A context of `pass`, at `root`, taking the pass's slab and plan.
     pub(crate) fn new(serial: u64, pass: &PassState, root: u32, helper: Option<u32>) -> Context {
+        let inst = match pass.mode {
+            Mode::Replay => pass.inst(),
+            _ => std::ptr::null_mut(),
+        };
         Context {
-            inst: if pass.mode == Mode::Replay {
-                pass.inst
-            } else {
-                std::ptr::null_mut()
-            },
+            inst,
             plan: pass.plan,
-            base: pass.base,
+            // SAFETY: a replayed pass holds its instance until it is finished.
+            base: unsafe { inst.as_ref() }.map_or(std::ptr::null_mut(), Instance::base),
             node: root,
             counters: PassCounters::default(),
             undo: (UNKNOWN, NO_SLOT, NO_SLOT),

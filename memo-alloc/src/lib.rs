@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod blocks;
 mod buckets;
 mod cache;
 mod carry;

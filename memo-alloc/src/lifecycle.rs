@@ -144,19 +144,18 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
     if slabs.is_null() {
         return None;
     }
-    // SAFETY: the read guard keeps the plan from being freed until we registered with it
-    // through `acquire` (which counts us in `active`).
+    // SAFETY: the read guard keeps the plan from being freed until we registered with it.
     let s = unsafe { &*slabs };
+    s.register();
     pass.mode = Mode::Replay;
-    match s.acquire() {
-        Some(inst) => {
-            pass.slabs = slabs;
-            pass.plan = &s.plan;
-            pass.inst = inst;
-            // SAFETY: `inst` is held by this pass.
-            pass.base = unsafe { (*inst).base };
+    pass.slabs = slabs;
+    pass.plan = &s.plan;
+    // A bound pass runs now; an unbound one takes its instance when first entered.
+    // Without one, every allocation misses with `NoSlab`.
+    if pass.bound {
+        if let Some(inst) = s.take() {
+            pass.set_inst(inst);
         }
-        None => pass.no_slab = true, // every allocation misses with NoSlab
     }
     None
 }
@@ -247,9 +246,38 @@ pub(crate) fn enter_main(pass: &PassState) -> Option<u64> {
         return None;
     }
     // SAFETY: checked out: this thread owns the main context until it checks it in.
-    let serial = unsafe { (*main).serial };
+    let m = unsafe { &mut *main };
+    if !pass.bound {
+        supply(pass, m);
+    }
+    let serial = m.serial;
     push(main);
     Some(serial)
+}
+
+/// Gives the main context of an unbound replay, about to be entered, slab memory: the
+/// pass's instance (taken now, the first time) and its block (again, after `park`).
+/// When none can be had, this entry's allocations go to the backend, counted as misses
+/// (`NoSlab`). With the re-entrancy guard set.
+fn supply(p: &PassState, m: &mut Context) {
+    if p.mode != Mode::Replay || !m.inst.is_null() {
+        return;
+    }
+    // SAFETY: a replay is registered with its plan until it is finished.
+    let slabs = unsafe { &*p.slabs };
+    let mut inst = p.inst();
+    if inst.is_null() {
+        let Some(taken) = slabs.take() else { return };
+        p.set_inst(taken);
+        inst = taken;
+    // SAFETY: the pass holds `inst`; its main context (checked out by the caller) is the
+    // only one that hands out its slots while no helper can be entered (see `park`).
+    } else if !unsafe { slabs.unpark(inst) } {
+        return;
+    }
+    m.inst = inst;
+    // SAFETY: held by the pass, with a block.
+    m.base = unsafe { (*inst).base() };
 }
 
 /// Enters helper context `id` of `pass` on this thread (with the re-entrancy guard set);
@@ -260,7 +288,7 @@ pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
     }
     pass.retain();
     let root = match pass.mode {
-        Mode::Replay if !pass.inst.is_null() => helper_node(pass, id),
+        Mode::Replay if !pass.inst().is_null() => helper_node(pass, id),
         _ => 0,
     };
     let mut ctx = Context::new(next_serial(), pass, root, Some(id));
@@ -307,13 +335,13 @@ pub(crate) fn helper_name(id: u32, buf: &mut [u8; 16]) -> &str {
 /// helper context at a time).
 fn claim_helper(pass: &PassState, root: u32) -> bool {
     // SAFETY: a replay holds its instance until it is finished.
-    root != UNKNOWN && unsafe { (*pass.inst).claim_node(root) }
+    root != UNKNOWN && unsafe { (*pass.inst()).claim_node(root) }
 }
 
 fn release_helper_claim(pass: &PassState, root: u32) {
-    if pass.mode == Mode::Replay && !pass.inst.is_null() && root != UNKNOWN {
+    if pass.mode == Mode::Replay && !pass.inst().is_null() && root != UNKNOWN {
         // SAFETY: as in `claim_helper`.
-        unsafe { (*pass.inst).release_node(root) };
+        unsafe { (*pass.inst()).release_node(root) };
     }
 }
 
@@ -399,8 +427,11 @@ fn finish(p: &PassState) {
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
         let mc = m.counters;
-        if p.mode == Mode::Replay && !m.inst.is_null() {
-            counters.allocations += mc.slab_hits + mc.missed();
+        if p.mode == Mode::Replay {
+            // Counted on the backend: allocations made while the context had no slab
+            // memory (none could be had, see `supply`).
+            counters.allocations += mc.slab_hits + mc.missed() + mc.allocations;
+            counters.misses[MissReason::NoSlab as usize] += mc.allocations;
         } else {
             counters.allocations += mc.allocations;
         }
@@ -486,13 +517,10 @@ fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
 }
 
 fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
-    if p.no_slab {
-        counters.misses[MissReason::NoSlab as usize] = counters.allocations;
-    }
     if !p.slabs.is_null() {
         // SAFETY: the pass registered with `slabs` at start; it stays alive until released
         // here, and every context left.
-        let released = unsafe { (*p.slabs).release(p.inst, abandon.is_some()) };
+        let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
         note_released(&released);
     }
     stats::add(&GLOBAL.passes_replayed, 1);
@@ -515,6 +543,32 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
 fn note_released(r: &Released) {
     stats::add(&GLOBAL.slots_demoted, r.demoted);
     stats::add(&GLOBAL.pages_returned_bytes, r.pages_returned);
+}
+
+/// Between two polls of an unbound pass, which its caller (the future wrapper) holds
+/// exclusively: a replay whose instance has no live slot gives the instance's block back
+/// (`Slabs::park`), so that the memory serves other passes until this one is entered
+/// again (`supply`). Nothing happens while anyone else can reach the pass (a handle, a
+/// helper context: helpers hand out slots of the instance too). With the re-entrancy
+/// guard set.
+pub(crate) fn park(p: &PassState) {
+    let inst = p.inst();
+    if p.mode != Mode::Replay || inst.is_null() || p.bound || !p.alone() {
+        return;
+    }
+    let main = p.check_out_main().cast::<Context>();
+    // SAFETY: checked out: this thread owns the main context until it checks it in.
+    let Some(m) = (unsafe { main.as_mut() }) else {
+        return;
+    };
+    // SAFETY: the pass holds `inst` and is registered with its plan until it is
+    // finished; alone and between polls, nobody hands out its slots.
+    if !m.inst.is_null() && unsafe { (*p.slabs).park(inst) } {
+        m.inst = ptr::null_mut();
+        m.base = ptr::null_mut();
+        stats::add(&GLOBAL.parks, 1);
+    }
+    p.check_in_main(main.cast());
 }
 
 /// Gives up this thread's running profile or replay context for `reason`, from the

@@ -6,7 +6,7 @@
 //!
 //! Under `cfg(loom)`, `sync.rs` gives the protocol objects loom's atomics and owner
 //! cells, so these models drive the real `replay::claim`/`replay::free` (slot hand-off),
-//! `Slabs::acquire`/`release`/`try_retire` (the instance pool), and the real key state
+//! `Slabs::take`/`park`/`release`/`try_retire` (the instance pool), and the real key state
 //! machine with `Readers` and `Reclaimer` (publication, eviction, reclamation). Slab memory
 //! is modelled by loom cells the threads write while they own a block: loom fails a model
 //! when two accesses to a cell are not ordered by happens-before, which is exactly "a slot
@@ -15,6 +15,8 @@
 //!
 //! Which mutation of the source each model catches (checked by hand, see the issue note):
 //! weakening `replay::free`'s store or `is_free`'s loads to `Relaxed` fails `hand_off`;
+//! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
+//! `park_and_lend`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`.
 
 use std::sync::Arc;
@@ -100,6 +102,17 @@ struct Shared(*mut Instance, *mut u8);
 // SAFETY: the instance and slab outlive the model's threads.
 unsafe impl Send for Shared {}
 
+/// A pass registers with the plan and takes an instance (`None`: unregistered again).
+fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
+    slabs.register();
+    let inst = slabs.take();
+    if inst.is_none() {
+        // SAFETY: registered above, no instance taken.
+        unsafe { slabs.release(std::ptr::null_mut(), false, false) };
+    }
+    inst
+}
+
 /// Tries to hand out `slot` of `inst`; on success its memory is used.
 fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) -> bool {
     // SAFETY: the instance lives as long as its pool.
@@ -118,10 +131,10 @@ fn hand_off() {
     model(|| {
         let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 1).unwrap());
         let mem = Arc::new(Memory::new());
-        let inst = slabs.acquire().unwrap();
+        let inst = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
         // SAFETY: the instance is held.
-        let base = unsafe { (*inst).base };
+        let base = unsafe { (*inst).base() };
         let shared = Shared(inst, base);
         let m = mem.clone();
         let freer = thread::spawn(move || {
@@ -145,10 +158,10 @@ fn pool() {
     model(|| {
         let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 1).unwrap());
         let mem = Arc::new(Memory::new());
-        let inst = slabs.acquire().unwrap();
+        let inst = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
         // SAFETY: the instance is held.
-        let shared = Shared(inst, unsafe { (*inst).base });
+        let shared = Shared(inst, unsafe { (*inst).base() });
         let m = mem.clone();
         let freer = thread::spawn(move || {
             let Shared(inst, p) = shared;
@@ -158,32 +171,64 @@ fn pool() {
         });
         let m = mem.clone();
         let reuser = thread::spawn(move || {
-            if let Some(i) = slabs.acquire() {
+            if let Some(i) = acquire(slabs) {
                 try_claim(&slabs.plan, i, 1, &m);
                 // SAFETY: acquired here; the pass is over. (Slot 1 may stay live: the
                 // instance is pinned then.)
-                unsafe { slabs.release(i, false) };
+                unsafe { slabs.release(i, false, false) };
             }
         });
         // SAFETY: acquired above; this pass is over.
-        unsafe { slabs.release(inst, false) };
+        unsafe { slabs.release(inst, false, false) };
         reuser.join().unwrap();
         freer.join().unwrap();
         // Free whatever the reuser left live, then retire: the memory may then be reused.
-        let i = slabs.acquire().unwrap();
+        let i = acquire(slabs).unwrap();
         // SAFETY: held; frees of live slots with their own pointers.
         unsafe {
             for g in 0..2u32 {
                 let live = (*i).occupant[g as usize].load(crate::sync::Ordering::Acquire);
                 if live != crate::slab::EMPTY {
                     let off = slabs.plan.slots[live as usize].offset as usize;
-                    replay::free(i.cast(), (*i).base.add(off));
+                    replay::free(i.cast(), (*i).base().add(off));
                 }
             }
-            slabs.release(i, false);
+            slabs.release(i, false, false);
         }
         assert!(slabs.try_retire(), "drained and idle");
         mem.write(0);
+    });
+}
+
+/// An async pass between two polls gives its block back (`Slabs::park`) only once the
+/// slot another thread frees is seen free, and the next pass to take the block uses it
+/// after that free: never under the freeing thread's last access.
+#[test]
+fn park_and_lend() {
+    model(|| {
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 2).unwrap());
+        let mem = Arc::new(Memory::new());
+        let a = acquire(slabs).unwrap();
+        assert!(try_claim(&slabs.plan, a, 0, &mem));
+        // SAFETY: the instance is held.
+        let shared = Shared(a, unsafe { (*a).base() });
+        let m = mem.clone();
+        let freer = thread::spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write(0);
+            // SAFETY: slot 0's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        // SAFETY: `a` is held by this pass, which hands out nothing while parked.
+        if unsafe { slabs.park(a) } {
+            // Another pass takes the block (the only idle one of this size it gave back
+            // last) and uses all of it.
+            let b = acquire(slabs).unwrap();
+            assert!(try_claim(&slabs.plan, b, 0, &mem));
+            // SAFETY: held; its pass is over (slot 0 stays live: pinned).
+            unsafe { slabs.release(b, false, false) };
+        }
+        freer.join().unwrap();
     });
 }
 
@@ -229,13 +274,13 @@ fn read_and_use(entry: &'static KeyEntry) {
     }
     // SAFETY: the read guard keeps the plan from being freed until we register.
     let slabs = unsafe { &*s };
-    let inst = slabs.acquire();
+    let inst = acquire(slabs);
     drop(guard);
     if let Some(i) = inst {
         // SAFETY: loom checks this read is ordered before the plan's free.
         slabs.probe.with(|p| unsafe { assert_ne!(*p, u32::MAX) });
         // SAFETY: acquired above; the pass is over.
-        unsafe { slabs.release(i, false) };
+        unsafe { slabs.release(i, false, false) };
     }
 }
 

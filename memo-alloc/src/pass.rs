@@ -49,11 +49,10 @@ pub(crate) struct PassState {
     /// The plan registered with (replay), or null.
     pub(crate) slabs: *mut Slabs,
     pub(crate) plan: *const CompiledPlan,
-    /// The slab instance held (replay), or null.
-    pub(crate) inst: *mut Instance,
-    pub(crate) base: *mut u8,
-    /// Replay: the key had a plan but this pass got no slab.
-    pub(crate) no_slab: bool,
+    /// The slab instance held (replay), or null: none could be had, or an unbound pass
+    /// takes it when its main context is first entered (see `lifecycle::supply`). Set
+    /// once; read by threads entering helper contexts.
+    inst: plain::AtomicPtr<Instance>,
     /// Whether passes are counted at all (not in mode `off` or a disabled child).
     pub(crate) counted: bool,
     /// Made by `pass()`: owned by the thread that made it (its exit ends the pass).
@@ -91,9 +90,7 @@ impl PassState {
             mode: Mode::Backend,
             slabs: ptr::null_mut(),
             plan: ptr::null(),
-            inst: ptr::null_mut(),
-            base: ptr::null_mut(),
-            no_slab: false,
+            inst: plain::AtomicPtr::new(ptr::null_mut()),
             counted,
             bound: false,
             refs: plain::AtomicU32::new(1),
@@ -111,9 +108,26 @@ impl PassState {
         }
     }
 
+    /// The slab instance the pass holds (replay), or null.
+    pub(crate) fn inst(&self) -> *mut Instance {
+        self.inst.load(Ordering::Acquire)
+    }
+
+    /// Records the instance the pass took (once).
+    pub(crate) fn set_inst(&self, inst: *mut Instance) {
+        debug_assert!(self.inst.load(Ordering::Relaxed).is_null());
+        self.inst.store(inst, Ordering::Release);
+    }
+
     /// Takes one more reference (a handle, an entered context).
     pub(crate) fn retain(&self) {
         self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the owner's is the only reference: no handle and no helper context exists
+    /// (and, while the owner holds the pass exclusively, none can be made).
+    pub(crate) fn alone(&self) -> bool {
+        self.refs.load(Ordering::Acquire) == 1
     }
 
     /// Gives a reference back; `true` for the last one (the caller frees the pass).

@@ -122,12 +122,23 @@ pub(crate) fn carve(bytes: u64, owner: *mut ()) -> Option<*mut u8> {
     None
 }
 
-/// Returns the chunks of a slab at `base` of `bytes` to the OS and to the region.
+/// Points the directory entries of the `chunks` chunks at `base` (carved) to `owner`
+/// (null: no owner). The caller holds [`LOCK`].
 #[cfg(not(loom))]
-pub(crate) fn release(base: *mut u8, bytes: u64) {
-    let _g = LOCK.lock();
+pub(crate) fn assign(base: *mut u8, chunks: usize, owner: *mut ()) {
     let first = ((base as usize) - BASE.load(Ordering::Relaxed)) >> CHUNK_SHIFT;
-    let need = chunks_for(bytes);
+    debug_assert!(first + chunks <= LEN.load(Ordering::Relaxed) >> CHUNK_SHIFT);
+    for slot in &DIRECTORY[first..first + chunks] {
+        slot.store(owner, Ordering::Release);
+    }
+}
+
+/// Returns the `chunks` chunks at `base` (carved) to the OS and to the region. The
+/// caller holds [`LOCK`].
+#[cfg(not(loom))]
+pub(crate) fn release(base: *mut u8, chunks: usize) {
+    let first = ((base as usize) - BASE.load(Ordering::Relaxed)) >> CHUNK_SHIFT;
+    let need = chunks;
     debug_assert!(first + need <= LEN.load(Ordering::Relaxed) >> CHUNK_SHIFT);
     // SAFETY: `base..base + need chunks` lies inside the region and belongs to the slab
     // being released, which no pass uses any more; MADV_DONTNEED drops its pages.
@@ -172,6 +183,10 @@ pub(crate) fn carve(bytes: u64, _owner: *mut ()) -> Option<*mut u8> {
     (!p.is_null()).then_some(p)
 }
 
+/// Under loom: no directory.
+#[cfg(loom)]
+pub(crate) fn assign(_base: *mut u8, _chunks: usize, _owner: *mut ()) {}
+
 /// Under loom: nothing to return.
 #[cfg(loom)]
-pub(crate) fn release(_base: *mut u8, _bytes: u64) {}
+pub(crate) fn release(_base: *mut u8, _chunks: usize) {}

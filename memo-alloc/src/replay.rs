@@ -325,7 +325,7 @@ unsafe fn group_of(
     // SAFETY: an instance with a live slot is never freed (retirement waits for all its
     // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    let group = plan.group_at((p as usize - inst.base as usize) as u64)?;
+    let group = plan.group_at((p as usize - inst.base() as usize) as u64)?;
     Some((inst.occupant.get(group as usize)?, plan))
 }
 

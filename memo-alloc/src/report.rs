@@ -21,7 +21,9 @@ pub fn stats() -> Stats {
         s.slabs = slabs + retired_slabs;
         s.instances_pinned = pinned;
         s.retired_plans = retired;
-        s.slab_resident_bytes = resident;
+        let (idle, idle_resident) = crate::blocks::idle_resident();
+        s.idle_blocks = idle;
+        s.slab_resident_bytes = resident + idle_resident;
         s.reserved_bytes = crate::region::reserved() as u64;
         s
     })

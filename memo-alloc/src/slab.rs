@@ -9,6 +9,13 @@
 //! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
+//! Memory: an instance holds a block of chunks (`blocks.rs`) while it is in use and while
+//! any slot of it is live. A pass bound to a thread gives its instance back with the block;
+//! an unbound (async) pass gives the block back to the shared idle list when it ends
+//! drained, and also between two polls ([`Slabs::park`], [`Slabs::unpark`]), so idle
+//! memory serves whichever plan needs it next. An instance without a block gets one when
+//! it is next taken.
+//!
 //! An instance put back with slots still live is *pinned*: the pages no live slot covers
 //! are returned to the OS, the slots that outlived the pass are noted (a slot whose
 //! blocks keep outliving passes is demoted to the backend, see
@@ -20,6 +27,7 @@
 
 use std::ptr;
 
+use crate::blocks::{self, Block};
 use crate::compile::{CompiledPlan, Cursor};
 use crate::fallible::{try_box, try_boxed_slice};
 use crate::region;
@@ -41,8 +49,12 @@ pub(crate) const PINNED_BEFORE_REUSE: usize = 4;
 /// One slab and its replay state.
 pub(crate) struct Instance {
     pub(crate) plan: *const CompiledPlan,
-    pub(crate) base: *mut u8,
-    bytes: u64,
+    /// The base of the instance's block (null: it has none). Written by its owner while
+    /// no slot is live; read by any thread freeing a slot (ordered by the pointer's own
+    /// hand-off, see the module documentation).
+    base: AtomicPtr<u8>,
+    /// Owner-only (and `try_retire`'s, once it won `DEAD`): the block held.
+    block: OwnerCell<Option<Block>>,
     state: AtomicU32,
     /// Put back with live slots (some may still be live).
     pinned: AtomicBool,
@@ -59,6 +71,50 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
+    /// The base of the slab (null while the instance holds no block: then no slot of it
+    /// is live).
+    #[inline(always)]
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.load(Ordering::Relaxed)
+    }
+
+    /// Takes a block for the instance if it has none; `false` when memory ran out.
+    ///
+    /// # Safety
+    /// The caller owns the instance (won `IN_USE`, or holds it for its pass); `locked`:
+    /// it holds `region::LOCK`.
+    unsafe fn ensure_block(&self, plan: &CompiledPlan, locked: bool) -> bool {
+        // SAFETY: owned by the caller.
+        if unsafe { self.block.with_mut(|b| b.is_some()) } {
+            return true;
+        }
+        let owner = (self as *const Instance).cast_mut().cast();
+        let got = if locked {
+            blocks::take_locked(plan.height, owner)
+        } else {
+            blocks::take(plan.height, owner)
+        };
+        let Some(block) = got else { return false };
+        debug_assert!(block.bytes() as u64 >= plan.height);
+        // SAFETY: owned by the caller.
+        unsafe { self.block.with_mut(|b| *b = Some(block)) };
+        self.base.store(block.base, Ordering::Release);
+        true
+    }
+
+    /// Gives the instance's block back to the idle list; no slot of it may be live.
+    ///
+    /// # Safety
+    /// The caller owns the instance, and no slot of it is live (so none will be freed).
+    unsafe fn drop_block(&self) {
+        // SAFETY: owned by the caller.
+        if let Some(block) = unsafe { self.block.with_mut(Option::take) } {
+            debug_assert!(!self.any_live(), "a block given back under a live slot");
+            self.base.store(ptr::null_mut(), Ordering::Relaxed);
+            blocks::give_back(block);
+        }
+    }
+
     /// Claims helper context node `node` for the calling thread; `false` if another
     /// thread is in it (or no such node).
     pub(crate) fn claim_node(&self, node: u32) -> bool {
@@ -165,16 +221,22 @@ impl Slabs {
             .count()
     }
 
-    /// Takes a free instance for a pass: a drained one, else a new one, else (when
-    /// [`PINNED_BEFORE_REUSE`] are pinned or the pool is full) a pinned one. `None` when
-    /// every instance is in use and the pool is full, or memory ran out. Runs at pass
-    /// start with the re-entrancy guard set.
-    pub(crate) fn acquire(&self) -> Option<*mut Instance> {
-        if let Some(i) = self.take_existing(false) {
+    /// Registers a pass with the plan: it is not freed until the pass [`Slabs::release`]s
+    /// it. The caller reached the plan through its key's readers and still holds them.
+    pub(crate) fn register(&self) {
+        self.active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes a free instance, with memory, for a registered pass: a drained one, else a new
+    /// one, else (when [`PINNED_BEFORE_REUSE`] are pinned or the pool is full) a pinned one.
+    /// `None` when every instance is in use and the pool is full, or memory ran out. Runs
+    /// at a pass or poll boundary with the re-entrancy guard set.
+    pub(crate) fn take(&self) -> Option<*mut Instance> {
+        if let Some(i) = self.take_existing(false, false) {
             return Some(i);
         }
         let _g = region::LOCK.lock();
-        if let Some(i) = self.take_existing(false) {
+        if let Some(i) = self.take_existing(false, true) {
             return Some(i);
         }
         let n = self.count.load(Ordering::Acquire);
@@ -183,7 +245,7 @@ impl Slabs {
                 return Some(i);
             }
         }
-        self.take_existing(true)
+        self.take_existing(true, true)
     }
 
     /// Creates instance number `n` (with the region lock held).
@@ -192,8 +254,8 @@ impl Slabs {
         let plan = &self.plan;
         let inst = try_box(Instance {
             plan,
-            base: ptr::null_mut(),
-            bytes: plan.height,
+            base: AtomicPtr::new(ptr::null_mut()),
+            block: OwnerCell::new(None),
             state: AtomicU32::new(IN_USE),
             pinned: AtomicBool::new(false),
             occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
@@ -205,21 +267,20 @@ impl Slabs {
             entered: try_boxed_slice(plan.nodes(), |_| AtomicBool::new(false))?,
         })?;
         let inst = Box::into_raw(inst);
-        let Some(base) = region::carve(plan.height, inst.cast()) else {
+        // SAFETY: not yet published: only this thread sees `inst`; the lock is held.
+        if !unsafe { (*inst).ensure_block(plan, true) } {
             // SAFETY: `inst` was just created by Box::into_raw and never shared.
             drop(unsafe { Box::from_raw(inst) });
             return None;
-        };
-        // SAFETY: not yet published; only this thread sees `inst`.
-        unsafe { (*inst).base = base };
+        }
         self.instances[n].store(inst, Ordering::Release);
         self.count.store(n + 1, Ordering::Release);
-        self.active.fetch_add(1, Ordering::AcqRel);
         Some(inst)
     }
 
     /// Takes a free instance: drained ones only, or pinned ones too (`allow_pinned`).
-    fn take_existing(&self, allow_pinned: bool) -> Option<*mut Instance> {
+    /// `locked`: the caller holds `region::LOCK`.
+    fn take_existing(&self, allow_pinned: bool, locked: bool) -> Option<*mut Instance> {
         let n = self.count.load(Ordering::Acquire);
         for slot in &self.instances[..n] {
             let inst = slot.load(Ordering::Acquire);
@@ -243,25 +304,40 @@ impl Slabs {
             }
             debug_assert!(allow_pinned || carried.is_empty(), "drained unless allowed");
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
-            // owner-only state until it releases the instance.
+            // owner-only state until it releases the instance. (A pinned instance kept
+            // its block.)
+            if !unsafe { i.ensure_block(&self.plan, locked) } {
+                i.state.store(FREE, Ordering::Release);
+                return None; // out of memory: creating one would fail too
+            }
+            // SAFETY: as above.
             unsafe { i.reset(&self.plan, carried) };
-            self.active.fetch_add(1, Ordering::AcqRel);
             return Some(inst);
         }
         None
     }
 
-    /// Puts an instance back at pass end. With live slots it is pinned: slots newly live
-    /// are noted as outliving the pass (unless `cut_short`: a pass that unwound leaves
-    /// blocks live that it would have freed), and the pages no live slot covers are
-    /// returned.
+    /// Ends a registered pass: puts its instance (if it took one) back. With live slots it
+    /// is pinned: slots newly live are noted as outliving the pass (unless `cut_short`: a
+    /// pass that unwound leaves blocks live that it would have freed), and the pages no
+    /// live slot covers are returned. Drained, it gives its block back to the idle list
+    /// when `lend` (an unbound pass), else keeps it for the next pass.
     ///
     /// # Safety
-    /// `inst` was acquired from this pool by the calling pass, which is over: no slot of
-    /// it will be handed out until it is acquired again.
-    pub(crate) unsafe fn release(&self, inst: *mut Instance, cut_short: bool) -> Released {
-        // SAFETY: acquired from this pool and still published.
-        let i = unsafe { &*inst };
+    /// The calling pass registered with this pool and `inst` is null or the instance it
+    /// took from it; the pass is over: no slot of it will be handed out until it is taken
+    /// again.
+    pub(crate) unsafe fn release(
+        &self,
+        inst: *mut Instance,
+        cut_short: bool,
+        lend: bool,
+    ) -> Released {
+        // SAFETY: taken from this pool and still published.
+        let Some(i) = (unsafe { inst.as_ref() }) else {
+            self.active.fetch_sub(1, Ordering::AcqRel);
+            return Released::default();
+        };
         debug_assert_eq!(
             i.state.load(Ordering::Relaxed),
             IN_USE,
@@ -281,10 +357,45 @@ impl Slabs {
             }
             out.pages_returned = self.return_uncovered_pages(i, &live);
             i.pinned.store(true, Ordering::Release);
+        } else if lend {
+            // SAFETY: still owned by the caller; no slot is live.
+            unsafe { i.drop_block() };
         }
         i.state.store(FREE, Ordering::Release);
         self.active.fetch_sub(1, Ordering::AcqRel);
         out
+    }
+
+    /// Between two polls of an unbound pass that holds `inst`: gives its block back to the
+    /// idle list if no slot of it is live. `true` when it did (the pass then holds the
+    /// instance without memory until [`Slabs::unpark`]).
+    ///
+    /// # Safety
+    /// The calling pass holds `inst` (acquired from this pool) and nobody hands out its
+    /// slots until `unpark`.
+    pub(crate) unsafe fn park(&self, inst: *mut Instance) -> bool {
+        // SAFETY: held by the caller.
+        let i = unsafe { &*inst };
+        if i.base().is_null() || i.any_live() {
+            return false;
+        }
+        // SAFETY: held by the caller; every slot seen free stays free (only the caller
+        // hands slots out).
+        unsafe {
+            i.carried.with_mut(Vec::clear);
+            i.drop_block();
+        }
+        true
+    }
+
+    /// Gives a held instance a block again (after [`Slabs::park`]); `false` when memory
+    /// ran out. Its cursors and occurrences are as the pass left them.
+    ///
+    /// # Safety
+    /// The calling pass holds `inst` (acquired from this pool).
+    pub(crate) unsafe fn unpark(&self, inst: *mut Instance) -> bool {
+        // SAFETY: held by the caller.
+        unsafe { (*inst).ensure_block(&self.plan, false) }
     }
 
     /// Returns the pages of `i` that none of the `live` slots covers.
@@ -304,8 +415,8 @@ impl Slabs {
             if start > from {
                 // SAFETY: `[from, start)` lies inside the instance's slab (offsets are
                 // within the height) and no live slot covers it.
-                returned += region::return_pages(unsafe { i.base.add(from as usize) }, unsafe {
-                    i.base.add(start as usize)
+                returned += region::return_pages(unsafe { i.base().add(from as usize) }, unsafe {
+                    i.base().add(start as usize)
                 });
             }
             from = from.max(end);
@@ -315,26 +426,13 @@ impl Slabs {
 
     /// Bytes of this plan's slabs resident in memory, measured with `mincore` (pages that
     /// were touched and not returned). Runs at pass boundaries or in `stats()`, never on the
-    /// allocation path.
+    /// allocation path. A snapshot: a block changing hands meanwhile may count twice or
+    /// not at all.
     pub(crate) fn resident_bytes(&self) -> u64 {
-        let page = crate::geometry::PAGE;
-        let len = (self.plan.height as usize).div_ceil(page).max(1) * page;
-        let mut vec: Vec<u8> = Vec::new();
-        if vec.try_reserve_exact(len / page).is_err() {
-            return 0;
-        }
-        let mut total = 0u64;
-        for i in self.published() {
-            vec.clear();
-            vec.resize(len / page, 0);
-            // SAFETY: `base..base + len` lies inside the instance's chunks (heights are
-            // rounded up to whole chunks when carved); mincore only reads page residency.
-            let rc = unsafe { libc::mincore(i.base.cast(), len, vec.as_mut_ptr()) };
-            if rc == 0 {
-                total += vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * page as u64;
-            }
-        }
-        total
+        let len = self.plan.height as usize;
+        self.published()
+            .map(|i| blocks::resident_bytes(i.base(), len))
+            .sum()
     }
 
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are
@@ -357,7 +455,12 @@ impl Slabs {
                 all = false;
                 continue;
             }
-            region::release(i.base, i.bytes);
+            // SAFETY: `DEAD` was won by this thread: no pass holds the instance, none will,
+            // and no slot of it is live.
+            if let Some(block) = unsafe { i.block.with_mut(Option::take) } {
+                i.base.store(ptr::null_mut(), Ordering::Relaxed);
+                blocks::release(block);
+            }
         }
         all
     }

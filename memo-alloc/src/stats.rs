@@ -233,9 +233,15 @@ pub struct Stats {
     pub slots_demoted: u64,
     /// Bytes of pinned instances' pages returned to the OS (in total).
     pub pages_returned_bytes: u64,
+    /// Times an async pass gave its slab memory back between two polls, with no slot live
+    /// (see [`crate::Pass::wrap`]).
+    pub parks: u64,
+    /// Blocks of slab memory idle right now, waiting for the next instance of any plan.
+    pub idle_blocks: u64,
     /// Bytes of virtual address space reserved for slabs.
     pub reserved_bytes: u64,
-    /// Bytes of slab memory resident right now, measured with `mincore`.
+    /// Bytes of slab memory resident right now, measured with `mincore` (idle blocks
+    /// included).
     pub slab_resident_bytes: u64,
 }
 
@@ -289,6 +295,7 @@ pub(crate) struct Global {
     pub(crate) admissions_refused: AtomicU64,
     pub(crate) slots_demoted: AtomicU64,
     pub(crate) pages_returned_bytes: AtomicU64,
+    pub(crate) parks: AtomicU64,
 }
 
 pub(crate) static GLOBAL: Global = Global {
@@ -310,6 +317,7 @@ pub(crate) static GLOBAL: Global = Global {
     admissions_refused: AtomicU64::new(0),
     slots_demoted: AtomicU64::new(0),
     pages_returned_bytes: AtomicU64::new(0),
+    parks: AtomicU64::new(0),
 };
 
 /// Adds `n` to a counter (relaxed: counters order nothing).
@@ -357,6 +365,7 @@ impl Global {
             admissions_refused: self.admissions_refused.load(r),
             slots_demoted: self.slots_demoted.load(r),
             pages_returned_bytes: self.pages_returned_bytes.load(r),
+            parks: self.parks.load(r),
             ..Stats::default()
         }
     }

@@ -1,0 +1,176 @@
+//! Slab memory as blocks of whole chunks that move between slab instances, of any plan.
+//!
+//! A slab instance holds a block of the region while a pass uses it and while any slot
+//! of it is live. An *unbound* pass (an async one, `Pass::wrap`) whose instance has no
+//! live slot between two polls, or when it ends, gives the block back here ([`give_back`]);
+//! the next instance that needs memory, of this plan or of another, takes the smallest
+//! idle block that holds its plan, the one given back last among equals ([`take`]), else a
+//! new one is carved. So the slab memory
+//! of an async service follows what its polls use at once, not one plan's peak per request
+//! in flight per plan. Passes bound to a thread (`pass()`) keep their instance's block
+//! across passes: their pass boundaries take no lock.
+//!
+//! Every function here runs at a pass or poll boundary, under [`region::LOCK`]. At most
+//! [`MAX_IDLE`] blocks wait idle; a block given back beyond that goes back to the OS.
+
+use std::cell::UnsafeCell;
+
+use crate::geometry::{chunks_for, CHUNK, PAGE};
+use crate::region;
+
+/// Most idle blocks kept for reuse.
+pub(crate) const MAX_IDLE: usize = 32;
+
+/// A run of whole chunks of the slab region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub(crate) base: *mut u8,
+    pub(crate) chunks: usize,
+}
+
+impl Block {
+    /// Bytes the block spans.
+    pub(crate) fn bytes(&self) -> usize {
+        self.chunks * CHUNK
+    }
+}
+
+const NO_BLOCK: Block = Block {
+    base: std::ptr::null_mut(),
+    chunks: 0,
+};
+
+/// The idle blocks; only touched with [`region::LOCK`] held.
+struct Idle(UnsafeCell<([Block; MAX_IDLE], usize)>);
+
+// SAFETY: only accessed with `region::LOCK` held (see `with_idle`).
+unsafe impl Sync for Idle {}
+
+static IDLE: Idle = Idle(UnsafeCell::new(([NO_BLOCK; MAX_IDLE], 0)));
+
+/// Runs `f` on the idle list. The caller holds [`region::LOCK`].
+fn with_idle<R>(f: impl FnOnce(&mut [Block; MAX_IDLE], &mut usize) -> R) -> R {
+    // SAFETY: the caller holds the lock, so this is the only access.
+    let (blocks, len) = unsafe { &mut *IDLE.0.get() };
+    f(blocks, len)
+}
+
+/// A block of at least `bytes` for `owner` (the directory points its chunks there): the
+/// smallest idle one that fits, else a new one. `None` when the region is exhausted.
+pub(crate) fn take(bytes: u64, owner: *mut ()) -> Option<Block> {
+    let _g = region::LOCK.lock();
+    take_locked(bytes, owner)
+}
+
+/// As [`take`], with [`region::LOCK`] already held by the caller.
+pub(crate) fn take_locked(bytes: u64, owner: *mut ()) -> Option<Block> {
+    let need = chunks_for(bytes);
+    // The smallest that fits; of those, the one given back last (its pages are the
+    // likeliest to be resident and cached). The list stays in the order given back.
+    let reused = with_idle(|blocks, len| {
+        let fit = (0..*len)
+            .rev()
+            .filter(|&i| blocks[i].chunks >= need)
+            .min_by_key(|&i| blocks[i].chunks)?;
+        let b = blocks[fit];
+        blocks.copy_within(fit + 1..*len, fit);
+        *len -= 1;
+        Some(b)
+    });
+    if let Some(b) = reused {
+        region::assign(b.base, b.chunks, owner);
+        return Some(b);
+    }
+    let base = region::carve(bytes, owner)?;
+    Some(Block { base, chunks: need })
+}
+
+/// Takes `block` back from an instance none of whose slots is live: idle for the next
+/// instance that needs memory, or (when [`MAX_IDLE`] wait already) returned to the OS.
+pub(crate) fn give_back(block: Block) {
+    debug_assert!(!block.base.is_null() && block.chunks > 0);
+    let _g = region::LOCK.lock();
+    region::assign(block.base, block.chunks, std::ptr::null_mut());
+    let kept = with_idle(|blocks, len| {
+        if *len == MAX_IDLE {
+            return false;
+        }
+        blocks[*len] = block;
+        *len += 1;
+        true
+    });
+    if !kept {
+        region::release(block.base, block.chunks);
+    }
+}
+
+/// Returns `block` (no slot of it live, no instance holding it) to the OS and the region.
+pub(crate) fn release(block: Block) {
+    let _g = region::LOCK.lock();
+    region::release(block.base, block.chunks);
+}
+
+/// Idle blocks and the bytes of their pages resident in memory (measured with `mincore`).
+pub(crate) fn idle_resident() -> (u64, u64) {
+    let _g = region::LOCK.lock();
+    with_idle(|blocks, len| {
+        let resident = blocks[..*len]
+            .iter()
+            .map(|b| resident_bytes(b.base, b.bytes()))
+            .sum();
+        (*len as u64, resident)
+    })
+}
+
+/// Bytes of `[base, base + len)` (whole pages of the region) resident in memory.
+pub(crate) fn resident_bytes(base: *mut u8, len: usize) -> u64 {
+    if cfg!(loom) || base.is_null() {
+        return 0;
+    }
+    let pages = len.div_ceil(PAGE).max(1);
+    let mut vec: Vec<u8> = Vec::new();
+    if vec.try_reserve_exact(pages).is_err() {
+        return 0;
+    }
+    vec.resize(pages, 0);
+    // SAFETY: `base..base + pages * PAGE` lies inside carved chunks of the region (a
+    // block, or an instance's plan height rounded up to pages within its block); mincore
+    // only reads page residency.
+    let rc = unsafe { libc::mincore(base.cast(), pages * PAGE, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * PAGE as u64
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn owner(n: usize) -> *mut () {
+        n as *mut ()
+    }
+
+    #[test]
+    fn a_block_given_back_serves_the_next_instance_that_fits_and_the_smallest_wins() {
+        let big = take(3 * CHUNK as u64, owner(8)).expect("carved");
+        let small = take(CHUNK as u64, owner(16)).expect("carved");
+        assert_eq!((big.chunks, small.chunks), (3, 1));
+        give_back(big);
+        give_back(small);
+        // One chunk: the small block, not the big one.
+        let again = take(100, owner(24)).expect("reused");
+        assert_eq!(again, small);
+        assert_eq!(region::lookup(again.base), Some(owner(24)));
+        // Two chunks: only the big block fits.
+        let two = take(2 * CHUNK as u64, owner(32)).expect("reused");
+        assert_eq!(two, big);
+        assert_eq!(
+            region::lookup(big.base.wrapping_add(2 * CHUNK)),
+            Some(owner(32))
+        );
+        release(two);
+        release(again);
+        assert_eq!(region::lookup(big.base), Some(std::ptr::null_mut()));
+    }
+}
