@@ -95,8 +95,20 @@ pub fn render(s: &Stats, requests: u64) -> String {
     metric(
         "memo_slab_resident_bytes",
         "gauge",
-        "Bytes of slab instances resident.",
+        "Bytes of slab memory resident (instances' blocks and idle blocks).",
         &one(s.slab_resident_bytes),
+    );
+    metric(
+        "memo_slab_idle_blocks",
+        "gauge",
+        "Blocks of slab memory idle, waiting for the next pass of any key.",
+        &one(s.idle_blocks),
+    );
+    metric(
+        "memo_parks_total",
+        "counter",
+        "Times an async pass gave its slab memory back between two polls.",
+        &one(s.parks),
     );
     metric(
         "memo_slab_reserved_bytes",
