@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use memo_alloc::MemoAlloc;
 
+use crate::arena;
 use crate::pass_count;
 use mimalloc::MiMalloc;
 use tikv_jemallocator::Jemalloc;
@@ -46,20 +47,25 @@ pub enum Allocator {
     Memo = 4,
     /// memomalloc over jemalloc (default configuration).
     MemoJemalloc = 5,
+    /// An ahead-of-time arena serving each thread's recorded pass unchecked, over glibc
+    /// ([`crate::arena`]).
+    Static = 6,
 }
 
 impl Allocator {
     /// Every allocator, in report order.
-    pub const ALL: [Allocator; 6] = [
+    pub const ALL: [Allocator; 7] = [
         Allocator::Glibc,
         Allocator::Jemalloc,
         Allocator::JemallocTuned,
         Allocator::Mimalloc,
         Allocator::Memo,
         Allocator::MemoJemalloc,
+        Allocator::Static,
     ];
 
-    /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`, `memo-jemalloc`).
+    /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`, `memo-jemalloc`,
+    /// `static`).
     pub fn name(self) -> &'static str {
         match self {
             Allocator::Glibc => "glibc",
@@ -68,6 +74,7 @@ impl Allocator {
             Allocator::Mimalloc => "mimalloc",
             Allocator::Memo => "memo",
             Allocator::MemoJemalloc => "memo-jemalloc",
+            Allocator::Static => "static",
         }
     }
 
@@ -104,6 +111,7 @@ pub fn selected() -> Allocator {
         3 => Allocator::Mimalloc,
         4 => Allocator::Memo,
         5 => Allocator::MemoJemalloc,
+        6 => Allocator::Static,
         _ => Allocator::Glibc,
     }
 }
@@ -161,6 +169,7 @@ unsafe impl GlobalAlloc for Dispatch {
                     pass_count::on_alloc();
                     MEMO_JEMALLOC.alloc(layout)
                 }
+                6 => arena::alloc(layout, false),
                 _ => System.alloc(layout),
             }
         }
@@ -181,6 +190,7 @@ unsafe impl GlobalAlloc for Dispatch {
                     pass_count::on_alloc();
                     MEMO_JEMALLOC.alloc_zeroed(layout)
                 }
+                6 => arena::alloc(layout, true),
                 _ => System.alloc_zeroed(layout),
             }
         }
@@ -195,6 +205,7 @@ unsafe impl GlobalAlloc for Dispatch {
                 3 => MiMalloc.dealloc(ptr, layout),
                 4 => MEMO_SYSTEM.dealloc(ptr, layout),
                 5 => MEMO_JEMALLOC.dealloc(ptr, layout),
+                6 => arena::dealloc(ptr, layout),
                 _ => System.dealloc(ptr, layout),
             }
         }
@@ -209,6 +220,7 @@ unsafe impl GlobalAlloc for Dispatch {
                 3 => MiMalloc.realloc(ptr, layout, new_size),
                 4 => MEMO_SYSTEM.realloc(ptr, layout, new_size),
                 5 => MEMO_JEMALLOC.realloc(ptr, layout, new_size),
+                6 => arena::realloc(ptr, layout, new_size),
                 _ => System.realloc(ptr, layout, new_size),
             }
         }

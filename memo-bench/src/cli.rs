@@ -393,6 +393,11 @@ fn run_parent(args: &Args) -> Result<bool, String> {
     Ok(rep.checksums_agree && rep.jemalloc_tuned_verified != Some(false))
 }
 
+/// The geometric mean of positive ratios.
+fn geometric_mean(rs: &[f64]) -> f64 {
+    (rs.iter().map(|r| r.ln()).sum::<f64>() / rs.len() as f64).exp()
+}
+
 /// Geometric-mean ratios per allocator, and the checks.
 fn summary(rep: &report::Report) -> String {
     use std::fmt::Write;
@@ -422,8 +427,28 @@ fn summary(rep: &report::Report) -> String {
             if rs.is_empty() {
                 continue;
             }
-            let g = (rs.iter().map(|r| r.ln()).sum::<f64>() / rs.len() as f64).exp();
-            let _ = write!(s, "  x{t}: {g:.2}");
+            let _ = write!(s, "  x{t}: {:.2}", geometric_mean(&rs));
+        }
+        let _ = writeln!(s);
+    }
+    // memo against the limit: static's plan served unchecked (divergent workloads, where
+    // static runs as glibc, left out).
+    let limit: Vec<(usize, f64)> = rep
+        .cells
+        .iter()
+        .filter(|c| c.allocator == "static" && !c.workload.ends_with("+divergent"))
+        .filter_map(|c| Some((c.threads, 1.0 / c.p50_vs_memo?)))
+        .collect();
+    if !limit.is_empty() {
+        let _ = write!(
+            s,
+            "memo's p50 / static's p50 (1.00: memo at the limit of a planned allocator):"
+        );
+        for &t in &threads {
+            let rs: Vec<f64> = limit.iter().filter(|l| l.0 == t).map(|l| l.1).collect();
+            if !rs.is_empty() {
+                let _ = write!(s, "  x{t}: {:.2}", geometric_mean(&rs));
+            }
         }
         let _ = writeln!(s);
     }

@@ -1,5 +1,7 @@
 //! memo-bench: DNN-shaped allocation workloads and the multithreaded pass-latency
-//! comparison of memomalloc against glibc, jemalloc (default and tuned) and mimalloc.
+//! comparison of memomalloc against glibc, jemalloc (default and tuned) and mimalloc, and
+//! against `static`, an ahead-of-time arena that serves the pass's own plan unchecked
+//! ([`arena`]): the limit of a planned allocator.
 //!
 //! `cargo run --release -p memo-bench` runs the default matrix; `--quick` a small one;
 //! `--help` lists the flags. With `--features engine`, `candle:<model>` workloads run
@@ -15,6 +17,7 @@
 //! allocator and calls [`cli::main`].
 
 pub mod alloc;
+pub mod arena;
 #[cfg(feature = "engine")]
 pub mod candle;
 pub mod cli;

@@ -7,13 +7,14 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const ALLOCATORS: [&str; 6] = [
+const ALLOCATORS: [&str; 7] = [
     "glibc",
     "jemalloc",
     "jemalloc-tuned",
     "mimalloc",
     "memo",
     "memo-jemalloc",
+    "static",
 ];
 
 fn bench(args: &[&str]) -> Value {

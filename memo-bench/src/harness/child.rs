@@ -34,6 +34,9 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     pass_count::harness_thread();
     let wspec = Spec::parse(&spec.workload)?;
     let workload = wspec.build()?;
+    if workload.is_divergent() {
+        crate::arena::disable(); // `static` serves only passes that repeat exactly
+    }
     let key = me.is_memo().then(|| wspec.key());
     let scopes = me.is_memo() && wspec.scopes();
     let compute = Compute::from_scale(spec.compute);

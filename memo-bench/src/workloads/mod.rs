@@ -260,6 +260,17 @@ impl Workload {
         }
     }
 
+    /// Whether passes differ from one another (`+divergent`).
+    pub fn is_divergent(&self) -> bool {
+        matches!(
+            self,
+            Workload::Graph {
+                divergent: true,
+                ..
+            }
+        )
+    }
+
     /// The divergence of pass number `pass` (none unless the workload is divergent).
     pub fn divergence(&self, pass: u64) -> Divergence {
         let Workload::Graph {
@@ -336,8 +347,11 @@ impl<'w> Runner<'w> {
 }
 
 /// Runs `f` inside `memo_alloc::pass(key)` when `key` is given (memo cells), counted by
-/// [`pass_count`] from just after the pass starts to just before it ends.
+/// [`pass_count`] from just after the pass starts to just before it ends; in a `static`
+/// cell, inside an arena pass ([`crate::arena`]).
 fn in_pass<R>(key: Option<&'static str>, f: impl FnOnce() -> R) -> R {
+    let _arena =
+        (crate::alloc::selected() == crate::alloc::Allocator::Static).then(crate::arena::pass);
     let _pass = key.map(memo_alloc::pass);
     let _mark = key.map(|_| pass_count::enter());
     f()
