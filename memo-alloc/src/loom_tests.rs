@@ -124,6 +124,20 @@ fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) 
     ok
 }
 
+/// Hands slot 0 of `inst` (live, handed out by the caller) to another thread, which uses
+/// its memory and frees it.
+fn free_elsewhere(inst: *mut Instance, mem: &Arc<Memory>) -> thread::JoinHandle<()> {
+    // SAFETY: the caller holds the instance (it has a block while slot 0 is live).
+    let shared = Shared(inst, unsafe { (*inst).base() });
+    let m = mem.clone();
+    thread::spawn(move || {
+        let Shared(inst, p) = shared;
+        m.write(0);
+        // SAFETY: `p` is slot 0's live pointer, freed once.
+        unsafe { replay::free(inst.cast(), p) };
+    })
+}
+
 /// Slot hand-off: the owner hands out slot 0, another thread uses and frees it while the
 /// owner tries to hand out slot 1, which overlaps it.
 #[test]
@@ -133,16 +147,7 @@ fn hand_off() {
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
-        // SAFETY: the instance is held.
-        let base = unsafe { (*inst).base() };
-        let shared = Shared(inst, base);
-        let m = mem.clone();
-        let freer = thread::spawn(move || {
-            let Shared(inst, p) = shared;
-            m.write(0);
-            // SAFETY: `p` is slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
-        });
+        let freer = free_elsewhere(inst, &mem);
         let got = try_claim(&slabs.plan, inst, 1, &mem);
         freer.join().unwrap();
         if !got {
@@ -160,15 +165,7 @@ fn pool() {
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
-        // SAFETY: the instance is held.
-        let shared = Shared(inst, unsafe { (*inst).base() });
-        let m = mem.clone();
-        let freer = thread::spawn(move || {
-            let Shared(inst, p) = shared;
-            m.write(0);
-            // SAFETY: slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
-        });
+        let freer = free_elsewhere(inst, &mem);
         let m = mem.clone();
         let reuser = thread::spawn(move || {
             if let Some(i) = acquire(slabs) {
@@ -210,15 +207,7 @@ fn park_and_lend() {
         let mem = Arc::new(Memory::new());
         let a = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, a, 0, &mem));
-        // SAFETY: the instance is held.
-        let shared = Shared(a, unsafe { (*a).base() });
-        let m = mem.clone();
-        let freer = thread::spawn(move || {
-            let Shared(inst, p) = shared;
-            m.write(0);
-            // SAFETY: slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
-        });
+        let freer = free_elsewhere(a, &mem);
         // SAFETY: `a` is held by this pass, which hands out nothing while parked.
         if unsafe { slabs.park(a) } {
             // Another pass takes the block (the only idle one of this size it gave back

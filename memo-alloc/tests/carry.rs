@@ -25,13 +25,9 @@ static GLOBAL: Checked = Checked;
 
 static A: Alloc = MemoAlloc::new(CountingBackend::new());
 
-/// The runtimes' and test harness's tests run in parallel: one at a time here, so the
-/// counters each test reads are its own.
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// One test at a time (see `common::serial_inline`).
 fn setup() -> std::sync::MutexGuard<'static, ()> {
-    common::inline_planner();
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    common::serial_inline()
 }
 
 fn misses(d: &(PassReport, PassReport)) -> u64 {

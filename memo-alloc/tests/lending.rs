@@ -13,7 +13,6 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
 use memo_alloc::{MemoAlloc, Pass};
@@ -25,11 +24,9 @@ static GLOBAL: Checked = Checked;
 
 static A: Alloc = MemoAlloc::new(CountingBackend::new());
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// One test at a time (see `common::serial_inline`).
 fn setup() -> std::sync::MutexGuard<'static, ()> {
-    common::inline_planner();
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    common::serial_inline()
 }
 
 /// Pending once, then ready: an await point.

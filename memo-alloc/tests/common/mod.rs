@@ -64,6 +64,15 @@ pub fn inline_planner() {
     );
 }
 
+/// [`inline_planner`], then the test binary's serial lock: tests of one binary run in
+/// parallel, and those that read process-wide counters take this lock so that the
+/// counters they read are their own.
+pub fn serial_inline() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    inline_planner();
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A fresh, empty directory for one scenario of this test process.
 pub fn scratch(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("memo-test-{}-{name}", std::process::id()));
