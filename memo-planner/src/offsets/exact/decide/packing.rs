@@ -39,6 +39,9 @@ pub(super) struct Packing<'a> {
     /// (so the section's floor plus its unplaced total fits), or `NONE` when the section
     /// has no unplaced member.
     witness: Vec<u32>,
+    /// Per buffer, the number of sections it is the witness of (a buffer that is none's
+    /// needs no look at its sections when it rises).
+    witnessing: Vec<u32>,
     /// Unplaced total per section.
     total: Vec<u64>,
     /// Unplaced buffers crossing each cut (between sections `k` and `k + 1`).
@@ -64,6 +67,7 @@ impl<'a> Packing<'a> {
             min_off: vec![0; sw.n],
             eff: vec![0; sw.n],
             witness: vec![NONE; s],
+            witnessing: vec![0; sw.n],
             total: sw.breadth.clone(),
             cuts: sw.cuts.clone(),
             rem: MaxAddTree::new(s),
@@ -81,8 +85,12 @@ impl<'a> Packing<'a> {
         self.offsets.iter_mut().for_each(|x| *x = UNPLACED);
         self.min_off.iter_mut().for_each(|x| *x = 0);
         self.eff.iter_mut().for_each(|x| *x = 0);
+        self.witnessing.iter_mut().for_each(|x| *x = 0);
         for (k, w) in self.witness.iter_mut().enumerate() {
             *w = sw.members(k).first().copied().unwrap_or(NONE);
+            if *w != NONE {
+                self.witnessing[*w as usize] += 1;
+            }
         }
         self.total.clone_from(&sw.breadth);
         self.cuts.clone_from(&sw.cuts);
@@ -206,6 +214,9 @@ impl<'a> Packing<'a> {
             self.trail.push(Undo::MinOff(j as u32, old));
             self.min_off[j] = need;
             self.eff[j] = need;
+            if self.witnessing[j] == 0 {
+                continue;
+            }
             let (js, je) = sw.span[j];
             for k in js..je {
                 let k = k as usize;
@@ -243,7 +254,7 @@ impl<'a> Packing<'a> {
             };
             if w != old {
                 self.trail.push(Undo::Witness(k as u32, old));
-                self.witness[k] = w;
+                self.set_witness(k, w);
             }
         }
         true
@@ -258,7 +269,7 @@ impl<'a> Packing<'a> {
                     self.min_off[j as usize] = v;
                     self.eff[j as usize] = v;
                 }
-                Some(Undo::Witness(k, w)) => self.witness[k as usize] = w,
+                Some(Undo::Witness(k, w)) => self.set_witness(k as usize, w),
                 None => break,
             }
         }
@@ -274,6 +285,17 @@ impl<'a> Packing<'a> {
         self.zero_cuts.clear();
         self.offsets[i] = UNPLACED;
         self.eff[i] = self.min_off[i];
+    }
+
+    fn set_witness(&mut self, k: usize, w: u32) {
+        let old = self.witness[k];
+        if old != NONE {
+            self.witnessing[old as usize] -= 1;
+        }
+        if w != NONE {
+            self.witnessing[w as usize] += 1;
+        }
+        self.witness[k] = w;
     }
 
     /// The largest unplaced total of the sections `s..e`.

@@ -23,6 +23,8 @@ impl Part {
 pub(super) struct Parts {
     parts: Vec<Part>,
     pool: Vec<Vec<Cand>>,
+    /// Scratch of [`Parts::child_list`]: the candidates whose `min_offset` rose.
+    risen: Vec<Cand>,
 }
 
 impl Parts {
@@ -30,6 +32,7 @@ impl Parts {
         Parts {
             parts: Vec::new(),
             pool: Vec::new(),
+            risen: Vec::new(),
         }
     }
 
@@ -133,16 +136,31 @@ impl Parts {
         list
     }
 
-    /// The candidates of a child: the parent's unplaced ones with their new offsets.
+    /// The candidates of a child: the parent's unplaced ones with their new offsets, in
+    /// order. Offsets only rise from parent to child, and only for the buffers in conflict
+    /// with the one placed: the others keep their order, the risen ones are sorted apart
+    /// and merged in.
     pub fn child_list(&mut self, packing: &Packing, parent: &[Cand]) -> Vec<Cand> {
-        let mut list = self.pool.pop().unwrap_or_default();
-        list.clear();
-        for &(_, r, i) in parent {
-            if !packing.is_placed(i as usize) {
-                list.push((packing.min_off[i as usize], r, i));
+        let mut kept = self.pool.pop().unwrap_or_default();
+        kept.clear();
+        self.risen.clear();
+        for &(o, r, i) in parent {
+            if packing.is_placed(i as usize) {
+                continue;
+            }
+            match packing.min_off[i as usize] {
+                m if m == o => kept.push((o, r, i)),
+                m => self.risen.push((m, r, i)),
             }
         }
-        list.sort_unstable();
+        if self.risen.is_empty() {
+            return kept;
+        }
+        self.risen.sort_unstable();
+        let mut list = self.pool.pop().unwrap_or_default();
+        list.clear();
+        merge(&kept, &self.risen, &mut list);
+        self.pool.push(kept);
         list
     }
 
@@ -150,6 +168,22 @@ impl Parts {
     pub fn recycle(&mut self, list: Vec<Cand>) {
         self.pool.push(list);
     }
+}
+
+/// Merges two sorted lists into `out`.
+fn merge(a: &[Cand], b: &[Cand], out: &mut Vec<Cand>) {
+    let (mut x, mut y) = (0, 0);
+    while x < a.len() && y < b.len() {
+        if a[x] <= b[y] {
+            out.push(a[x]);
+            x += 1;
+        } else {
+            out.push(b[y]);
+            y += 1;
+        }
+    }
+    out.extend_from_slice(&a[x..]);
+    out.extend_from_slice(&b[y..]);
 }
 
 /// The dominance bound of a node: no placement at or above the lowest top its unplaced
