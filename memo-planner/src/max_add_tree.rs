@@ -3,6 +3,12 @@
 //! (whose sub-problems ask for the maximum over a range).
 
 /// Values over slots `0..n`, all starting at 0.
+///
+/// A complete binary tree over `n` rounded up to a power of two (the padding slots stay
+/// 0): node `v` has children `2v` and `2v + 1`, the slots are the leaves from `n`. Each
+/// node keeps what was added to its whole range (`add`) and the maximum over its range
+/// counting only its own and its descendants' adds (`max`), so a slot's value is the sum
+/// of `add` on its path to the root.
 #[derive(Clone, Debug)]
 pub(crate) struct MaxAddTree {
     n: usize,
@@ -12,11 +18,11 @@ pub(crate) struct MaxAddTree {
 
 impl MaxAddTree {
     pub(crate) fn new(n: usize) -> MaxAddTree {
-        let n = n.max(1);
+        let n = n.max(1).next_power_of_two();
         MaxAddTree {
             n,
-            max: vec![0; 4 * n],
-            add: vec![0; 4 * n],
+            max: vec![0; 2 * n],
+            add: vec![0; 2 * n],
         }
     }
 
@@ -24,31 +30,58 @@ impl MaxAddTree {
     pub(crate) fn reset(&mut self, values: &[u64]) {
         self.max.iter_mut().for_each(|x| *x = 0);
         self.add.iter_mut().for_each(|x| *x = 0);
-        for (k, &v) in values.iter().enumerate() {
-            self.add(k, k + 1, v as i128);
+        for (k, &v) in values.iter().enumerate().take(self.n) {
+            self.max[self.n + k] = v as i128;
+            self.add[self.n + k] = v as i128;
+        }
+        for v in (1..self.n).rev() {
+            self.max[v] = self.max[2 * v].max(self.max[2 * v + 1]);
         }
     }
 
-    /// Adds `v` to every slot of `[l, r)`.
+    /// Adds `v` to every slot of `[l, r)`: to the `O(log n)` nodes tiling the range,
+    /// bottom up, then the maximums above the range's two ends are recomputed.
     pub(crate) fn add(&mut self, l: usize, r: usize, v: i128) {
-        if l < r {
-            self.update(1, 0, self.n, l, r, v);
+        let r = r.min(self.n);
+        if l >= r {
+            return;
+        }
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        let (first, last) = (a, b - 1);
+        while a < b {
+            if a & 1 == 1 {
+                self.max[a] += v;
+                self.add[a] += v;
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                self.max[b] += v;
+                self.add[b] += v;
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+        self.pull(first >> 1, last >> 1);
+    }
+
+    /// Recomputes the maximums of the nodes `a` and `b` and of their ancestors.
+    fn pull(&mut self, mut a: usize, mut b: usize) {
+        while a != b {
+            self.recompute(a);
+            self.recompute(b);
+            a >>= 1;
+            b >>= 1;
+        }
+        while a >= 1 {
+            self.recompute(a);
+            a >>= 1;
         }
     }
 
-    fn update(&mut self, node: usize, nl: usize, nr: usize, l: usize, r: usize, v: i128) {
-        if r <= nl || nr <= l {
-            return;
-        }
-        if l <= nl && nr <= r {
-            self.max[node] += v;
-            self.add[node] += v;
-            return;
-        }
-        let mid = (nl + nr) / 2;
-        self.update(2 * node, nl, mid, l, r, v);
-        self.update(2 * node + 1, mid, nr, l, r, v);
-        self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
+    fn recompute(&mut self, v: usize) {
+        let below = self.max[2 * v].max(self.max[2 * v + 1]);
+        self.max[v] = self.add[v] + below;
     }
 
     /// The maximum over all slots, or 0 if every slot is 0 or below.

@@ -24,8 +24,10 @@
 //! the `m` unplaced buffers of its sub-problem (the candidate order). Budgets count nodes
 //! (placements tried), so results are deterministic: [`ExactOptions::nodes_for`] gives
 //! `node_limit` nodes to instances of up to [`NODE_SCALE_BUFFERS`] buffers and
-//! proportionally fewer above (a node costs time proportional to the sub-problem). The
-//! wall-time cap is only a safety net; when it fires, the result depends on the machine.
+//! proportionally fewer above (a node costs time proportional to the sub-problem), and
+//! [`ExactOptions::nodes_for_tight`] to tight instances of up to [`TIGHT_SCALE_BUFFERS`].
+//! The wall-time cap (30 s by default) is only a safety net; when it fires, the result
+//! depends on the machine.
 //! No search is made above [`ExactOptions::max_buffers`] buffers or 8 million conflicting
 //! pairs. The returned plan is always valid and never higher than the start plan.
 
@@ -49,7 +51,8 @@ pub struct ExactOptions {
     /// Search nodes (placements tried) for an instance of up to [`NODE_SCALE_BUFFERS`]
     /// buffers; larger instances get proportionally fewer, never fewer than
     /// [`ExactOptions::min_nodes`]. Each of the two racers has this budget (a quarter of
-    /// it for the race at the lower bound, the rest for the descent).
+    /// it for the race at the lower bound, the rest for the descent; on a tight instance
+    /// seven eighths of [`ExactOptions::nodes_for_tight`] at the bound).
     pub node_limit: u64,
     /// The node budget never drops below this (nor above `node_limit`).
     pub min_nodes: u64,
@@ -65,9 +68,9 @@ pub struct ExactOptions {
 impl Default for ExactOptions {
     fn default() -> ExactOptions {
         ExactOptions {
-            node_limit: 16_000_000,
+            node_limit: 32_000_000,
             min_nodes: 20_000,
-            time_cap: Some(Duration::from_secs(60)),
+            time_cap: Some(Duration::from_secs(30)),
             max_buffers: 50_000,
             parallel: true,
         }
@@ -77,8 +80,15 @@ impl Default for ExactOptions {
 /// Instance size up to which [`ExactOptions::node_limit`] applies unscaled.
 pub const NODE_SCALE_BUFFERS: usize = 256;
 
-/// Instance size from which [`ExactOptions::node_limit`] applies unscaled.
-pub const NODE_RAMP_BUFFERS: usize = 200;
+/// Instance size from which [`ExactOptions::node_limit`] applies unscaled (below, the
+/// budget falls with `n³`: an instance of 200 buffers gets about half of it, as many
+/// nodes as before the search was made twice as fast and `node_limit` doubled, so the
+/// property tests, thousands of small instances, take no longer).
+pub const NODE_RAMP_BUFFERS: usize = 250;
+
+/// On a tight instance, the size up to which [`ExactOptions::node_limit`] applies unscaled
+/// (see [`ExactOptions::nodes_for_tight`]).
+pub const TIGHT_SCALE_BUFFERS: usize = 1024;
 
 impl ExactOptions {
     /// The node budget for an instance of `n` buffers: `node_limit` from
@@ -87,9 +97,24 @@ impl ExactOptions {
     /// thousands of them); above, proportionally less (a node costs more). Never below
     /// `min_nodes` (nor above `node_limit`).
     pub fn nodes_for(&self, n: usize) -> u64 {
+        self.scaled(n, NODE_SCALE_BUFFERS)
+    }
+
+    /// The node budget for an instance of `n` buffers tight at the capacity (at least 9
+    /// in 10 sections hold it to within a granule, as in an exact tiling): as
+    /// [`ExactOptions::nodes_for`], but unscaled up to [`TIGHT_SCALE_BUFFERS`] buffers.
+    /// There the packings at the bound come from short randomised attempts whose odds
+    /// fall with the size (on the hardest exact tilings of 500 buffers, one packing in
+    /// tens of millions of nodes), while a node costs about the same from 200 to 500
+    /// buffers (0.5 µs on exact tilings), so the whole budget takes about as long.
+    pub fn nodes_for_tight(&self, n: usize) -> u64 {
+        self.scaled(n, TIGHT_SCALE_BUFFERS)
+    }
+
+    fn scaled(&self, n: usize, scale: usize) -> u64 {
         let n = n.max(1) as u128;
         let limit = self.node_limit as u128;
-        let (ramp, scale) = (NODE_RAMP_BUFFERS as u128, NODE_SCALE_BUFFERS as u128);
+        let (ramp, scale) = (NODE_RAMP_BUFFERS as u128, scale as u128);
         let scaled = if n < ramp {
             limit * n * n * n / (ramp * ramp * ramp)
         } else if n <= scale {
@@ -153,10 +178,11 @@ pub fn decide(problem: &Problem, capacity: u64, options: &ExactOptions) -> Decis
     };
     let bar = std::sync::atomic::AtomicU64::new(u64::MAX);
     let mut race = race::Race::new(&sw, &bar, options.parallel);
+    let mut limit = options.nodes_for(problem.len());
     if schedule::is_tight(&sw, capacity) {
-        race.set_rotations(&race::TIGHT, &race::TIGHT);
+        race.set_rotations(&race::TIGHT_FIRST, &race::TIGHT_SECOND);
+        limit = options.nodes_for_tight(problem.len());
     }
-    let limit = options.nodes_for(problem.len());
     let clock = std::time::Instant::now();
     match race.probe(capacity, limit, clock, options.time_cap).probe {
         decide::Probe::Found(offsets) => Decision::Feasible(OffsetPlan { offsets }),

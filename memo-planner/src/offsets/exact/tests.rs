@@ -184,7 +184,7 @@ fn threads_do_not_change_the_answer() {
     {
         let start = crate::offsets::greedy_by_size::plan(&p);
         let o = ExactOptions {
-            node_limit: 3_000,
+            node_limit: 6_000,
             min_nodes: 0,
             max_buffers: 1000,
             ..small()
@@ -217,6 +217,54 @@ fn exact_tilings_are_tight_and_dnn_traces_are_not() {
     assert!((0..4).all(|seed| tight(&exact_plane(200, 1 << 20, seed))));
     assert!((0..4).all(|seed| !tight(&dnn_trace(200, seed))));
     assert!(!tight(&minimalloc_example()));
+}
+
+/// The serial options of the tests below, with the node budget `node_limit`.
+fn tight_options(node_limit: u64) -> ExactOptions {
+    ExactOptions {
+        node_limit,
+        min_nodes: 0,
+        time_cap: None,
+        max_buffers: 1000,
+        parallel: false,
+    }
+}
+
+#[test]
+fn tight_budgets_are_not_scaled_down_up_to_1024_buffers() {
+    let o = ExactOptions::default();
+    for n in [250, 256, 300, 500, 1024] {
+        assert_eq!(o.nodes_for_tight(n), o.node_limit, "{n}");
+    }
+    assert!(o.nodes_for(500) < o.node_limit / 2 + o.node_limit / 50);
+    assert_eq!(o.nodes_for_tight(2048), o.node_limit / 2);
+    for n in [1, 60, 200, 256, 4096, 50_000] {
+        assert!(o.nodes_for_tight(n) >= o.nodes_for(n), "{n}");
+    }
+}
+
+/// On a tight instance of more than 256 buffers the race at the lower bound gets the
+/// unscaled budget: with a node limit of 3M, plane:500:2 packs at its bound (with the
+/// budget scaled down as for other instances of 500 buffers it ends 20% above it).
+#[test]
+fn a_tiling_of_500_packs_at_its_bound_on_the_tight_budget() {
+    let p = exact_plane(500, 1 << 20, 2);
+    let start = crate::offsets::greedy_by_size::plan(&p);
+    let out = search(&p, &start, &tight_options(3_000_000));
+    assert_eq!(validate_offsets(&p, &out.plan), Ok(1 << 20));
+    assert!(out.optimal);
+}
+
+/// The second racer at the bound of a tight instance orders at random, not by area with
+/// random weights as the first: plane:400:5 packs at its bound with a node limit of 2M
+/// (with area first on both racers it ends 15% above it).
+#[test]
+fn a_plain_random_order_packs_a_tiling_that_area_orders_do_not() {
+    let p = exact_plane(400, 1 << 20, 5);
+    let start = crate::offsets::greedy_by_size::plan(&p);
+    let out = search(&p, &start, &tight_options(2_000_000));
+    assert_eq!(validate_offsets(&p, &out.plan), Ok(1 << 20));
+    assert!(out.optimal);
 }
 
 /// The optimum by brute force: every order, each buffer at the top of the placed
