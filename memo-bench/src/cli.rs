@@ -46,7 +46,8 @@ pub struct Args {
     /// Measured passes per thread at 1 and 2 threads (halved at 4, quartered at 8; at least 3).
     #[arg(long)]
     passes: Option<u64>,
-    /// Warm-up passes per thread (not measured; memomalloc profiles the first).
+    /// Warm-up passes per thread (not measured; memomalloc profiles the first). One more
+    /// unmeasured pass follows once memo's plans are published, for every allocator.
     #[arg(long)]
     warmup: Option<u64>,
     /// Repetitions of each cell (allocator order reversed every other one).

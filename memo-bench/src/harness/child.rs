@@ -41,9 +41,14 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     let scopes = me.is_memo() && wspec.scopes();
     let compute = Compute::from_scale(spec.compute);
     let threads = spec.threads.max(1);
-    // Warm-up done -> the main thread takes the "before" snapshot -> go -> measured
-    // passes -> end.
+    // Warm-up done -> the main thread waits for memo's plans -> one settling pass per
+    // thread -> the main thread takes the "before" snapshot -> go -> measured passes ->
+    // end. The settling pass is the first one replayed from a freshly published plan: it
+    // faults the thread's slab in, which later passes never do again, so it is not
+    // measured (every allocator runs it, so all run as many passes).
     let barrier = Barrier::new(threads + 1);
+    let settle = Barrier::new(threads + 1);
+    let settled = Barrier::new(threads + 1);
     let go = Barrier::new(threads + 1);
     let end = Barrier::new(threads + 1);
     let (warmup, passes) = (spec.warmup, spec.passes);
@@ -54,6 +59,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (workload, barrier, go, end) = (&workload, &barrier, &go, &end);
+                let (settle, settled) = (&settle, &settled);
                 s.spawn(move || {
                     pass_count::harness_thread();
                     let runner = Runner::new(workload, compute);
@@ -64,8 +70,12 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
                         checksum = mix(checksum, p, c);
                     }
                     barrier.wait();
+                    settle.wait();
+                    checksum = mix(checksum, warmup, runner.run(warmup, key, scopes));
+                    settled.wait();
                     go.wait();
-                    for p in warmup..warmup + passes {
+                    let first = warmup + 1;
+                    for p in first..first + passes {
                         let t = Instant::now();
                         let c = runner.run(p, key, scopes);
                         samples.push(t.elapsed().as_nanos() as u64);
@@ -83,6 +93,8 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             // start once the warm-up's profiles are planned and published.
             memo_alloc::wait_for_plans(std::time::Duration::from_secs(300));
         }
+        settle.wait();
+        settled.wait();
         before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
         go.wait();
         let t0 = Instant::now();
