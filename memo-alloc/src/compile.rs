@@ -7,22 +7,23 @@
 //!   instance keeps a [`Cursor`] per node over that range: an allocation's slot is the
 //!   cursor's next one, or one found by re-synchronising (see `replay.rs`). Each slot
 //!   carries the range of sizes seen for it across the profiles merged into the plan.
-//! - Planned slots are grouped by start offset (*address groups*, sorted by offset). At most
-//!   one slot per group can be live, so an instance keeps one occupant word per group.
-//!   Slot `i` may be handed out when every group starting inside its range
-//!   (`group..group_end`) is empty and no occupant of its group's *cover list* (groups
-//!   starting below it whose slots reach above its start) extends past its start.
-//! - A free finds its group by offset through an open-addressing table.
+//! - Planned slots are grouped by start offset (*address groups*, sorted by offset): the
+//!   groups cut the slab into elementary intervals, and each slot covers the run of them
+//!   its range starts (`group..group_end`). An instance keeps one occupant word per group;
+//!   a live slot's index is in the words of every group it covers, so slot `i` may be
+//!   handed out exactly when those words are all empty (any live slot overlapping `i`
+//!   covers the group at `i`'s start or one inside `i`'s range).
+//! - A free finds its slot's first group by offset through an open-addressing table.
 //!
 //! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
 //! every count is bounded before a table is sized from it, and every table is linear in
-//! the document. The overlap checks of slots can be quadratic in a plan whose slots
-//! overlap heavily in address (each slot inside many others); compilation measures that
-//! cost before building the cover lists and, past a linear budget, *demotes* the most
-//! expensive slots (their allocations are served by the backend), so that loading and
-//! replaying any plan stays linear.
+//! the document. A hand-out and a free touch one word per group the slot covers, which
+//! can be quadratic in a plan whose slots overlap heavily in address (each slot over many
+//! others' starts); past a linear budget, compilation *demotes* the most expensive slots
+//! (their allocations are served by the backend), so that replaying any plan stays
+//! linear.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::geometry::offset_align;
@@ -100,11 +101,10 @@ pub(crate) struct Slot {
     pub(crate) max_align: u64,
     /// The planned alignment (log2): the strictest seen for this key.
     pub(crate) align_log2: u8,
+    /// The address groups the slot covers: `group..group_end` (at least one for a slot
+    /// in the slab).
     pub(crate) group: u32,
     pub(crate) group_end: u32,
-    /// The group's cover list: `cover[cover_start..cover_end]`.
-    pub(crate) cover_start: u32,
-    pub(crate) cover_end: u32,
     /// [`PLANNED`], [`ESCAPING`], [`DEMOTED`] or 0 (no allocation had this key).
     /// `DEMOTED` is set at pass boundaries; the allocation path loads it relaxed.
     pub(crate) flags: AtomicU8,
@@ -123,8 +123,6 @@ impl Slot {
             align_log2: 0,
             group: 0,
             group_end: 0,
-            cover_start: 0,
-            cover_end: 0,
             flags: AtomicU8::new(0),
             outlived_at: AtomicU32::new(0),
         }
@@ -159,7 +157,6 @@ pub(crate) struct CompiledPlan {
     cursors: Vec<Cursor>,
     pub(crate) slots: Vec<Slot>,
     pub(crate) group_offsets: Vec<u64>,
-    cover: Vec<u32>,
     offset_table: Vec<(u64, u32)>,
     /// Replayed passes ended (the clock of `Slot::outlived_at`).
     pass_ends: AtomicU32,
@@ -288,13 +285,6 @@ fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, Compile
     Ok((slots, ranges))
 }
 
-/// The address groups and cover lists of the planned slots.
-struct Groups {
-    offsets: Vec<u64>,
-    cover_start: Vec<u32>,
-    cover: Vec<u32>,
-}
-
 /// Sorted distinct start offsets of the slots in the slab.
 fn group_offsets(slots: &[Slot]) -> Vec<u64> {
     let mut offsets: Vec<u64> = slots
@@ -307,57 +297,22 @@ fn group_offsets(slots: &[Slot]) -> Vec<u64> {
     offsets
 }
 
-/// Assigns each slot its group range and returns each group's furthest slot end.
-fn assign_groups(slots: &mut [Slot], offsets: &[u64]) -> Vec<u64> {
-    let mut max_end = vec![0u64; offsets.len()];
+/// Assigns each slot in the slab the run of groups its range covers.
+fn assign_groups(slots: &mut [Slot], offsets: &[u64]) {
     for s in slots.iter_mut().filter(|s| s.in_slab()) {
         let g = offsets.partition_point(|&o| o < s.offset);
-        let end = s.offset + s.size;
         s.group = g as u32;
-        s.group_end = offsets.partition_point(|&o| o < end) as u32;
-        max_end[g] = max_end[g].max(end);
-    }
-    max_end
-}
-
-/// Sweeps the groups by offset, calling `visit(g, covering)` with the groups below `g`
-/// whose furthest slot end passes `g`'s offset.
-fn sweep_covers(offsets: &[u64], max_end: &[u64], mut visit: impl FnMut(usize, &[u32])) {
-    let mut active: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
-    let mut ids: Vec<u32> = Vec::new();
-    for (g, &off) in offsets.iter().enumerate() {
-        while active.peek().is_some_and(|r| r.0 .0 <= off) {
-            active.pop();
-        }
-        ids.clear();
-        ids.extend(active.iter().map(|r| r.0 .1));
-        visit(g, &ids);
-        active.push(std::cmp::Reverse((max_end[g], g as u32)));
+        // `offsets[g] == offset < offset + size` (sizes are positive: `PlanFile::check`),
+        // so the slot covers its own group at least.
+        s.group_end = offsets
+            .partition_point(|&o| o < s.offset + s.size)
+            .max(g + 1) as u32;
     }
 }
 
-/// Words one hand-out of each slot checks (its range's groups plus its cover list), or
-/// 0 for slots not in the slab; computed without building the cover lists.
-fn check_costs(slots: &[Slot], offsets: &[u64], max_end: &[u64]) -> Vec<u64> {
-    let mut cover_len = vec![0u64; offsets.len()];
-    let mut active: BinaryHeap<std::cmp::Reverse<u64>> = BinaryHeap::new();
-    for (g, &off) in offsets.iter().enumerate() {
-        while active.peek().is_some_and(|r| r.0 <= off) {
-            active.pop();
-        }
-        cover_len[g] = active.len() as u64;
-        active.push(std::cmp::Reverse(max_end[g]));
-    }
-    slots
-        .iter()
-        .map(|s| {
-            if s.in_slab() {
-                (s.group_end - s.group) as u64 + cover_len[s.group as usize]
-            } else {
-                0
-            }
-        })
-        .collect()
+/// Words one hand-out (and one free) of a slot touches: one per group it covers.
+fn check_cost(slot: &Slot) -> u64 {
+    (slot.group_end - slot.group) as u64
 }
 
 /// The check-word budget of a plan: linear in its slots.
@@ -366,10 +321,14 @@ fn check_budget(planned: usize) -> u64 {
 }
 
 /// Demotes the costliest slots until the plan's total check cost fits the budget;
-/// returns how many were demoted. Demoting a slot only shrinks the others' costs, so the
-/// remaining total is at most the estimate.
-fn demote_costly(slots: &mut [Slot], costs: &[u64]) -> u64 {
+/// returns how many were demoted. Demoting a slot leaves the others' costs as they are
+/// or smaller (their ranges may cover fewer groups once its start is gone).
+fn demote_costly(slots: &mut [Slot]) -> u64 {
     let planned = slots.iter().filter(|s| s.in_slab()).count();
+    let costs: Vec<u64> = slots
+        .iter()
+        .map(|s| if s.in_slab() { check_cost(s) } else { 0 })
+        .collect();
     let mut total: u64 = costs.iter().sum();
     let budget = check_budget(planned);
     if total <= budget {
@@ -391,37 +350,26 @@ fn demote_costly(slots: &mut [Slot], costs: &[u64]) -> u64 {
     demoted
 }
 
-fn build_groups(slots: &mut [Slot]) -> (Groups, u64) {
+/// The address groups of the slots in the slab (their offsets); each slot gets its run
+/// of groups, after the costliest were demoted.
+fn build_groups(slots: &mut [Slot]) -> (Vec<u64>, u64) {
     let mut offsets = group_offsets(slots);
-    let mut max_end = assign_groups(slots, &offsets);
-    let demoted = demote_costly(slots, &check_costs(slots, &offsets, &max_end));
+    assign_groups(slots, &offsets);
+    let demoted = demote_costly(slots);
     if demoted > 0 {
         offsets = group_offsets(slots);
-        max_end = assign_groups(slots, &offsets);
+        assign_groups(slots, &offsets);
     }
-    let mut cover_start = Vec::with_capacity(offsets.len() + 1);
-    let mut cover = Vec::new();
-    sweep_covers(&offsets, &max_end, |_, ids| {
-        cover_start.push(cover.len() as u32);
-        cover.extend_from_slice(ids);
-    });
-    cover_start.push(cover.len() as u32);
     debug_assert!(
-        cover.len() as u64 <= check_budget(slots.len()),
-        "cover lists stay within the check budget"
+        slots
+            .iter()
+            .filter(|s| s.in_slab())
+            .map(check_cost)
+            .sum::<u64>()
+            <= check_budget(slots.len()),
+        "hand-outs stay within the check budget"
     );
-    for s in slots.iter_mut().filter(|s| s.in_slab()) {
-        s.cover_start = cover_start[s.group as usize];
-        s.cover_end = cover_start[s.group as usize + 1];
-    }
-    (
-        Groups {
-            offsets,
-            cover_start,
-            cover,
-        },
-        demoted,
-    )
+    (offsets, demoted)
 }
 
 /// Offset -> group table for frees.
@@ -461,9 +409,8 @@ impl CompiledPlan {
                 pending: NO_SLOT,
             })
             .collect();
-        let (groups, _demoted) = build_groups(&mut slots);
-        let offset_table = offset_table(&groups.offsets);
-        debug_assert_eq!(groups.cover_start.len(), groups.offsets.len() + 1);
+        let (group_offsets, _demoted) = build_groups(&mut slots);
+        let offset_table = offset_table(&group_offsets);
         Ok(CompiledPlan {
             key: file.key.as_str().into(),
             height: file.height,
@@ -471,8 +418,7 @@ impl CompiledPlan {
             scope_groups,
             cursors,
             slots,
-            group_offsets: groups.offsets,
-            cover: groups.cover,
+            group_offsets,
             offset_table,
             pass_ends: AtomicU32::new(0),
         })
@@ -511,14 +457,6 @@ impl CompiledPlan {
     pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
         let c = self.cursors.get(node as usize)?;
         (ordinal < c.end - c.next).then_some(c.next + ordinal)
-    }
-
-    /// The cover list of a planned slot.
-    #[inline]
-    pub(crate) fn cover_of_slot(&self, slot: &Slot) -> &[u32] {
-        self.cover
-            .get(slot.cover_start as usize..slot.cover_end as usize)
-            .unwrap_or(&[])
     }
 
     /// The cursors an instance starts a pass with: each node at its first slot.
@@ -659,20 +597,20 @@ mod tests {
     }
 
     #[test]
-    fn address_groups_and_cover_lists() {
+    fn address_groups_and_the_runs_slots_cover() {
         let c = CompiledPlan::compile(&file()).unwrap();
         assert_eq!(c.group_offsets, vec![0, 64, 128, 160]);
         let root = &c.slots[c.slot_index(0, 0).unwrap() as usize];
         assert_eq!((root.group, root.group_end), (0, 4));
-        // Group 160 is covered by group 0 (the 256-byte slot) and group 128 (128 bytes).
-        let at_160 = c
+        // The slot at 160 covers its own group only; the 128-byte slot at 128 covers 128
+        // and 160.
+        let runs: Vec<(u32, u32)> = c
             .slots
             .iter()
-            .find(|s| s.in_slab() && s.group == 3)
-            .unwrap();
-        let mut cover = c.cover_of_slot(at_160).to_vec();
-        cover.sort_unstable();
-        assert_eq!(cover, vec![0, 2]);
+            .filter(|s| s.in_slab() && s.group >= 2)
+            .map(|s| (s.group, s.group_end))
+            .collect();
+        assert!(runs.contains(&(3, 4)) && runs.contains(&(2, 4)), "{runs:?}");
         for (g, &o) in c.group_offsets.iter().enumerate() {
             assert_eq!(c.group_at(o), Some(g as u32));
         }
@@ -743,7 +681,7 @@ mod tests {
     }
 
     /// `n` slots nested in address (slot `i` at offset `16 i`, all reaching `16 n + 16`):
-    /// each one's check covers every group of the others, quadratic without demotion;
+    /// each one's range covers every later one's group, quadratic without demotion;
     /// then `n` small disjoint slots above them, which are cheap.
     fn nested(n: u32) -> PlanFile {
         let mut f = file();
@@ -757,22 +695,41 @@ mod tests {
         f
     }
 
+    /// An engine's plan: `k` long-lived slots at staggered offsets reaching over `groups`
+    /// addresses above them, each of which `reuse` short-lived small slots take in turn
+    /// (as a real pass reuses the same few addresses thousands of times).
+    fn reused_addresses(k: u32, groups: u32, reuse: u32) -> PlanFile {
+        let mut f = file();
+        f.scopes.truncate(1);
+        let top = 16 * (k + groups) as u64;
+        f.height = top;
+        let big = (0..k).map(|i| (top - 16 * i as u64, 16 * i as u64));
+        let small = (0..groups * reuse).map(|j| (16, 16 * (k + j / reuse) as u64));
+        f.slots = big
+            .chain(small)
+            .enumerate()
+            .map(|(i, (size, offset))| slot(0, i as u32, size, Some(offset)))
+            .collect();
+        f
+    }
+
+    #[test]
+    fn plans_that_reuse_addresses_often_keep_every_slot() {
+        // Each small slot lies under all 64 long ones: a check through the groups below
+        // it that reach past it would cost 64 words per hand-out, 2.7M in all (budget
+        // 1.3M); covering its own group costs one.
+        let c = CompiledPlan::compile(&reused_addresses(64, 1000, 40)).unwrap();
+        assert_eq!(c.demoted(), 0);
+        let small = &c.slots[64..];
+        assert!(small.iter().all(|s| s.group_end == s.group + 1));
+    }
+
     #[test]
     fn heavily_overlapping_plans_compile_to_linear_tables() {
         let n = 20_000;
         let c = CompiledPlan::compile(&nested(n)).unwrap();
         let budget = check_budget(2 * n as usize);
-        assert!(
-            c.cover.len() as u64 <= budget,
-            "{} cover words",
-            c.cover.len()
-        );
-        let cost: u64 = c
-            .slots
-            .iter()
-            .filter(|s| s.in_slab())
-            .map(|s| (s.group_end - s.group) as u64 + (s.cover_end - s.cover_start) as u64)
-            .sum();
+        let cost: u64 = c.slots.iter().filter(|s| s.in_slab()).map(check_cost).sum();
         assert!(cost <= budget, "check cost {cost} > {budget}");
         assert!(c.demoted() > 0);
         assert!(

@@ -14,7 +14,9 @@
 //! `probe` cell is read by passes registered with it and written when it is freed.
 //!
 //! Which mutation of the source each model catches (checked by hand, see the issue note):
-//! weakening `replay::free`'s store or `is_free`'s loads to `Relaxed` fails `hand_off`;
+//! weakening `replay::free`'s store or `claim`'s loads to `Relaxed` fails `hand_off`;
+//! `claim` storing the slot in its first group's word only (not every group it covers)
+//! fails `hand_off` and `pool`;
 //! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`.
@@ -117,7 +119,7 @@ fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
 fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) -> bool {
     // SAFETY: the instance lives as long as its pool.
     let inst = unsafe { &*inst };
-    let ok = replay::claim(plan, inst, slot, &plan.slots[slot as usize]);
+    let ok = replay::claim(inst, slot, &plan.slots[slot as usize]);
     if ok {
         mem.write(slot);
     }
@@ -185,7 +187,8 @@ fn pool() {
         unsafe {
             for g in 0..2u32 {
                 let live = (*i).occupant[g as usize].load(crate::sync::Ordering::Acquire);
-                if live != crate::slab::EMPTY {
+                // A live slot is in every group it covers: free it at its first.
+                if live != crate::slab::EMPTY && slabs.plan.slots[live as usize].group == g {
                     let off = slabs.plan.slots[live as usize].offset as usize;
                     replay::free(i.cast(), (*i).base().add(off));
                 }

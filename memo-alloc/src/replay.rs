@@ -167,7 +167,7 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     if layout.align() as u64 > slot.max_align {
         return missed(pass, index, MissReason::Alignment);
     }
-    if !claim(plan, inst, index, slot) {
+    if !claim(inst, index, slot) {
         return missed(pass, index, MissReason::Overlap);
     }
     debug_assert!(slot.offset + layout.size() as u64 <= plan.height);
@@ -198,7 +198,7 @@ fn check_and_claim(
         Err(MissReason::Escaping) // it escaped the profile, or it was demoted
     } else if layout.align() as u64 > slot.max_align {
         Err(MissReason::Alignment)
-    } else if !claim(plan, inst, index, slot) {
+    } else if !claim(inst, index, slot) {
         Err(MissReason::Overlap)
     } else {
         debug_assert!(slot.offset + layout.size() as u64 <= plan.height);
@@ -267,48 +267,36 @@ pub(crate) unsafe fn undo(pass: &mut Context) {
 }
 
 /// Hands slot `index` of `inst` out if no live slot overlaps its addresses: the check and
-/// the occupant store of the owner's side of the hand-off protocol (see `slab`).
+/// the occupant stores of the owner's side of the hand-off protocol (see `slab`).
 #[inline]
-pub(crate) fn claim(plan: &CompiledPlan, inst: &Instance, index: u32, slot: &Slot) -> bool {
-    if !is_free(plan, &inst.occupant, slot) {
+pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
+    let words = covered(&inst.occupant, slot);
+    // Acquire: a free on another thread happens-before we reuse its memory. A live slot
+    // overlapping this one holds the word of this slot's first group (it covers this
+    // slot's start) or of a group starting inside it.
+    if words.iter().any(|o| o.load(Ordering::Acquire) != EMPTY) {
         return false;
     }
-    // An in-slab slot's group indexes the occupant words (compile; one word per group).
-    debug_assert!((slot.group as usize) < inst.occupant.len());
-    // SAFETY: as just asserted.
-    let occupant = unsafe { inst.occupant.get_unchecked(slot.group as usize) };
-    // Release pairs with nothing on the hand-out side; it keeps the occupant's store after
-    // the checks above in the eyes of a thread that later frees the pointer.
-    occupant.store(index, Ordering::Release);
+    // Release pairs with nothing on the hand-out side; it keeps the occupant's stores
+    // after the checks above in the eyes of a thread that later frees the pointer.
+    for o in words {
+        o.store(index, Ordering::Release);
+    }
     true
 }
 
-/// Whether no live slot overlaps `slot`'s addresses: no group starting inside it is
-/// occupied, and no occupant of a group starting below it reaches past its start.
-#[inline]
-fn is_free(plan: &CompiledPlan, occupant: &[AtomicU32], slot: &Slot) -> bool {
-    // An in-slab slot's groups lie in the occupant words (compile: `group <= group_end
-    // <= groups`).
-    debug_assert!(slot.group <= slot.group_end && slot.group_end as usize <= occupant.len());
+/// The occupant words of the groups `slot` covers.
+#[inline(always)]
+fn covered<'a>(occupant: &'a [AtomicU32], slot: &Slot) -> &'a [AtomicU32] {
+    // An in-slab slot covers a non-empty run of the groups, which index the occupant
+    // words (compile: `group < group_end <= groups`).
+    debug_assert!(slot.group < slot.group_end && slot.group_end as usize <= occupant.len());
     // SAFETY: as just asserted.
-    let inside = unsafe { occupant.get_unchecked(slot.group as usize..slot.group_end as usize) };
-    // Acquire: a free on another thread happens-before we reuse its memory.
-    if inside.iter().any(|o| o.load(Ordering::Acquire) != EMPTY) {
-        return false;
-    }
-    plan.cover_of_slot(slot).iter().all(|&g| {
-        let live = occupant
-            .get(g as usize)
-            .map_or(EMPTY, |o| o.load(Ordering::Acquire));
-        live == EMPTY
-            || plan
-                .slots
-                .get(live as usize)
-                .is_none_or(|s| s.offset + s.size <= slot.offset)
-    })
+    unsafe { occupant.get_unchecked(slot.group as usize..slot.group_end as usize) }
 }
 
-/// The occupant word of the group slab pointer `p` starts, and the instance's plan.
+/// The occupant word of the group slab pointer `p` starts (its slot's first), and the
+/// instance's plan.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
@@ -336,14 +324,27 @@ unsafe fn group_of(
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    if let Some((occ, _)) = unsafe { group_of(inst, p) } {
-        debug_assert_ne!(
-            occ.load(Ordering::Relaxed),
-            EMPTY,
-            "double free of a slab pointer"
+    let Some((first, plan)) = (unsafe { group_of(inst, p) }) else {
+        return;
+    };
+    // The owner's stores happen-before this free (the program handed `p` over); Acquire
+    // keeps that so even if the hand-off was not ordered for this word.
+    let live = first.load(Ordering::Acquire);
+    debug_assert_ne!(live, EMPTY, "double free of a slab pointer");
+    let Some(slot) = plan.slots.get(live as usize) else {
+        return;
+    };
+    // SAFETY: `inst` is the live owner instance of `p` (the caller's contract).
+    let occupant = unsafe { &(*inst.cast::<Instance>()).occupant };
+    // Release: the program's accesses to the slot happen-before the reuse of any part of
+    // it (a hand-out checks every word it covers with Acquire).
+    for o in covered(occupant, slot) {
+        debug_assert_eq!(
+            o.load(Ordering::Relaxed),
+            live,
+            "a live slot owns its words"
         );
-        // Release: the program's accesses to the slot happen-before its reuse.
-        occ.store(EMPTY, Ordering::Release);
+        o.store(EMPTY, Ordering::Release);
     }
 }
 

@@ -2,10 +2,11 @@
 //!
 //! One instance serves one running pass at a time: it is taken at pass start and put back
 //! at pass end. Its mutable state is split by writer:
-//! - `occupant[g]` (one atomic word per address group): the live slot starting at group
-//!   `g`'s offset, or `EMPTY`. The pass's thread stores a slot when it hands it out; the
-//!   thread that frees the pointer (any thread) stores `EMPTY`. Both are plain atomic
-//!   stores, ordered by the program's own hand-off of the pointer; no read-modify-write.
+//! - `occupant[g]` (one atomic word per address group): the live slot covering group
+//!   `g`, or `EMPTY`. The thread of the slot's context stores the slot in the word of
+//!   every group it covers when it hands it out; the thread that frees the pointer (any
+//!   thread) stores `EMPTY` in the same words. All are plain atomic stores, ordered by the
+//!   program's own hand-off of the pointer; no read-modify-write.
 //! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
@@ -141,10 +142,21 @@ impl Instance {
     /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
     /// empty stays empty until this instance's owner hands it out).
     fn live_slots(&self) -> Vec<u32> {
+        // SAFETY: an instance's plan outlives it.
+        let plan = unsafe { &*self.plan };
+        // A live slot is in the word of each group it covers: count it at its first.
         self.occupant
             .iter()
-            .map(|o| o.load(Ordering::Acquire))
-            .filter(|&s| s != EMPTY)
+            .enumerate()
+            .map(|(g, o)| (g, o.load(Ordering::Acquire)))
+            .filter(|&(g, s)| {
+                s != EMPTY
+                    && plan
+                        .slots
+                        .get(s as usize)
+                        .is_some_and(|s| s.group == g as u32)
+            })
+            .map(|(_, s)| s)
             .collect()
     }
 
