@@ -85,6 +85,31 @@ pub(crate) enum Shrink {
     On,
 }
 
+/// Requests an anchored search matches in a row (see `replay.rs`, rule 6).
+pub(crate) const ANCHOR: usize = 4;
+
+/// The requests of a node a pass has missed lately (a *run*: at most [`RUN_GAP`] hits
+/// between two of them): when it has lost its place in the node's sequence, they anchor
+/// a search further ahead (see `replay.rs`, rule 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lost {
+    /// The node, and the pass's hits at the run's last miss.
+    pub(crate) node: u32,
+    pub(crate) hits: u64,
+    /// The size and the pass's request index of the run's last `ANCHOR - 1` misses,
+    /// oldest first (valid once `run` is that long).
+    pub(crate) missed: [(u64, u64); ANCHOR - 1],
+    /// Misses in the run.
+    pub(crate) run: u32,
+    /// The run length at which the next anchored search is made (doubles after each
+    /// search that found nothing).
+    pub(crate) search_at: u32,
+}
+
+/// Hits between two misses of one run at most (a pass that lost its place still hits
+/// now and then: a size common in its sequence matches wherever the cursor stands).
+pub(crate) const RUN_GAP: u64 = 16;
+
 /// No slot.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 

@@ -13,7 +13,7 @@ use std::alloc::{dealloc, Layout};
 use std::cell::Cell;
 use std::ptr;
 
-use crate::compile::{CompiledPlan, Shrink, NO_SLOT};
+use crate::compile::{CompiledPlan, Lost, Shrink, NO_SLOT};
 use crate::fallible::try_box;
 use crate::pass::{Mode, PassState};
 use crate::recorder::Recorder;
@@ -43,6 +43,8 @@ pub(crate) struct Context {
     pub(crate) undo: (u32, u32, u32),
     /// Whether this replay is of a smaller shape than its plan's (see `replay`).
     pub(crate) shrink: Shrink,
+    /// The requests missed in a row, for re-synchronising (`replay.rs`, rule 6).
+    pub(crate) lost: Lost,
     /// Identity: unique in the process, so a guard can tell its context from a later one.
     pub(crate) serial: u64,
     /// The pass this is a context of.
@@ -79,6 +81,7 @@ impl Context {
             counters: PassCounters::default(),
             undo: (UNKNOWN, NO_SLOT, NO_SLOT),
             shrink: Shrink::Off,
+            lost: Lost::default(),
             serial,
             pass,
             prev: std::ptr::null_mut(),

@@ -438,6 +438,7 @@ fn finish(p: &PassState) {
         counters.slab_hits += mc.slab_hits;
         counters.slab_bytes += mc.slab_bytes;
         counters.diverged_bytes += mc.diverged_bytes;
+        counters.skipped += mc.skipped;
         for (a, b) in counters.misses.iter_mut().zip(mc.misses) {
             *a += b;
         }

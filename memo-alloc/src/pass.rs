@@ -69,6 +69,7 @@ pub(crate) struct PassState {
     slab_hits: plain::AtomicU64,
     slab_bytes: plain::AtomicU64,
     diverged_bytes: plain::AtomicU64,
+    skipped: plain::AtomicU64,
     misses: [plain::AtomicU64; MISS_REASONS],
     /// The pass was cut short (0: no; else 1 + the reason's index).
     abandoned: plain::AtomicU8,
@@ -103,6 +104,7 @@ impl PassState {
             slab_hits: plain::AtomicU64::new(0),
             slab_bytes: plain::AtomicU64::new(0),
             diverged_bytes: plain::AtomicU64::new(0),
+            skipped: plain::AtomicU64::new(0),
             misses: [const { plain::AtomicU64::new(0) }; MISS_REASONS],
             abandoned: plain::AtomicU8::new(0),
         }
@@ -181,6 +183,7 @@ impl PassState {
         self.slab_hits.fetch_add(c.slab_hits, r);
         self.slab_bytes.fetch_add(c.slab_bytes, r);
         self.diverged_bytes.fetch_add(c.diverged_bytes, r);
+        self.skipped.fetch_add(c.skipped, r);
         for (a, &m) in self.misses.iter().zip(&c.misses) {
             if m != 0 {
                 a.fetch_add(m, r);
@@ -196,6 +199,7 @@ impl PassState {
             slab_hits: self.slab_hits.load(r),
             slab_bytes: self.slab_bytes.load(r),
             diverged_bytes: self.diverged_bytes.load(r),
+            skipped: self.skipped.load(r),
             misses: std::array::from_fn(|i| self.misses[i].load(r)),
         }
     }

@@ -147,6 +147,9 @@ pub(crate) struct PassCounters {
     pub(crate) misses: [u64; MISS_REASONS],
     /// Bytes of the misses that say the program diverged (see `diverged`).
     pub(crate) diverged_bytes: u64,
+    /// Planned slots passed over by re-synchronising: allocations the plan expects and the
+    /// program no longer makes (not misses, but divergence: see `diverged`).
+    pub(crate) skipped: u64,
 }
 
 impl PassCounters {
@@ -165,9 +168,9 @@ impl PassCounters {
     }
 
     /// Misses that say the program diverged from its profile (escapes and missing slabs
-    /// do not: profiling again would not change them).
+    /// do not: profiling again would not change them), and the planned slots it skipped.
     pub(crate) fn diverged(&self) -> u64 {
-        self.misses.iter().sum::<u64>()
+        self.skipped + self.misses.iter().sum::<u64>()
             - self.misses[MissReason::Escaping as usize]
             - self.misses[MissReason::NoSlab as usize]
     }
