@@ -380,17 +380,19 @@ fn covered<'a>(occupant: &'a [AtomicU32], slot: &Slot) -> &'a [AtomicU32] {
     unsafe { occupant.get_unchecked(slot.group as usize..slot.group_end as usize) }
 }
 
-/// The occupant word of the group slab pointer `p` starts (its slot's first), and the
-/// instance's plan.
+/// The live slot behind slab pointer `p`, its index, and the occupant words of `p`'s
+/// instance. The slot is read from the word of the group `p` starts (the slot's first):
+/// the owner's stores there happen-before any use of `p` (the program handed `p` over),
+/// and Acquire keeps that even if the hand-off was not ordered for this word.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
 /// this allocator handed out.
 #[inline(always)]
-unsafe fn group_of(
+unsafe fn live_slot(
     inst: *mut (),
     p: *mut u8,
-) -> Option<(&'static AtomicU32, &'static CompiledPlan)> {
+) -> Option<(&'static Slot, u32, &'static [AtomicU32])> {
     let inst = inst.cast::<Instance>();
     if inst.is_null() {
         return None;
@@ -399,28 +401,21 @@ unsafe fn group_of(
     // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
     let group = plan.group_at((p as usize - inst.base() as usize) as u64)?;
-    Some((inst.occupant.get(group as usize)?, plan))
+    let live = inst.occupant.get(group as usize)?.load(Ordering::Acquire);
+    debug_assert_ne!(live, EMPTY, "a free or realloc of a slab pointer not live");
+    Some((plan.slots.get(live as usize)?, live, &inst.occupant))
 }
 
 /// Frees slab pointer `p` owned by `inst`, from any thread.
 ///
 /// # Safety
-/// As [`group_of`].
+/// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    let Some((first, plan)) = (unsafe { group_of(inst, p) }) else {
+    let Some((slot, live, occupant)) = (unsafe { live_slot(inst, p) }) else {
         return;
     };
-    // The owner's stores happen-before this free (the program handed `p` over); Acquire
-    // keeps that so even if the hand-off was not ordered for this word.
-    let live = first.load(Ordering::Acquire);
-    debug_assert_ne!(live, EMPTY, "double free of a slab pointer");
-    let Some(slot) = plan.slots.get(live as usize) else {
-        return;
-    };
-    // SAFETY: `inst` is the live owner instance of `p` (the caller's contract).
-    let occupant = unsafe { &(*inst.cast::<Instance>()).occupant };
     // Release: the program's accesses to the slot happen-before the reuse of any part of
     // it (a hand-out checks every word it covers with Acquire).
     for o in covered(occupant, slot) {
@@ -436,15 +431,11 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
 ///
 /// # Safety
-/// As [`group_of`].
+/// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    let Some((occ, plan)) = (unsafe { group_of(inst, p) }) else {
-        return 0;
-    };
-    let live = occ.load(Ordering::Acquire);
-    plan.slots.get(live as usize).map_or(0, |s| s.size)
+    unsafe { live_slot(inst, p) }.map_or(0, |(slot, _, _)| slot.size)
 }
 
 #[cfg(all(test, not(loom)))]

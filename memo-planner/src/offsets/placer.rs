@@ -239,8 +239,8 @@ impl GapIndex {
     }
 }
 
-/// Merges two sorted slices, appending to `out`.
-fn merge_into(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut Vec<(u64, u64)>) {
+/// Merges two sorted slices, appending to `out` (ties: `a`'s first).
+pub(crate) fn merge_into<T: PartialOrd + Copy>(a: &[T], b: &[T], out: &mut Vec<T>) {
     let (mut x, mut y) = (0, 0);
     while x < a.len() && y < b.len() {
         if a[x] <= b[y] {

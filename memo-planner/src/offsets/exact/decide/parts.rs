@@ -5,6 +5,7 @@ use super::super::order::{key, Facts, Preorder};
 use super::super::sweep::Sweep;
 use super::packing::Packing;
 use super::Cand;
+use crate::offsets::placer::merge_into;
 
 /// A sub-problem: the sections `[lo, hi)` and the buffers unplaced when it was made.
 pub(super) struct Part {
@@ -159,7 +160,7 @@ impl Parts {
         self.risen.sort_unstable();
         let mut list = self.pool.pop().unwrap_or_default();
         list.clear();
-        merge(&kept, &self.risen, &mut list);
+        merge_into(&kept, &self.risen, &mut list);
         self.pool.push(kept);
         list
     }
@@ -168,22 +169,6 @@ impl Parts {
     pub fn recycle(&mut self, list: Vec<Cand>) {
         self.pool.push(list);
     }
-}
-
-/// Merges two sorted lists into `out`.
-fn merge(a: &[Cand], b: &[Cand], out: &mut Vec<Cand>) {
-    let (mut x, mut y) = (0, 0);
-    while x < a.len() && y < b.len() {
-        if a[x] <= b[y] {
-            out.push(a[x]);
-            x += 1;
-        } else {
-            out.push(b[y]);
-            y += 1;
-        }
-    }
-    out.extend_from_slice(&a[x..]);
-    out.extend_from_slice(&b[y..]);
 }
 
 /// The dominance bound of a node: no placement at or above the lowest top its unplaced
