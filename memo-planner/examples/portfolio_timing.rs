@@ -81,7 +81,9 @@ fn main() {
     }
     if wanted("portfolio") {
         measure("portfolio (allocator)", &problem, lb, || {
-            best::portfolio(&problem, &alloc_budget)
+            let (plan, report) = best::portfolio_report(&problem, &alloc_budget);
+            println!("  {report:?}");
+            plan
         });
     }
 }
