@@ -128,6 +128,7 @@ fn main() {
             mib(status_kib("VmHWM:").saturating_sub(rss0)),
             mib(rss0),
         );
+        println!("  misses by reason: {:?}", r.misses_by_reason);
         // Allocations that escaped the pass (never freed in the trace) are leaked.
     }
 }
