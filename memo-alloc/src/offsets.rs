@@ -10,7 +10,9 @@
 //! there), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
 //! buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound, with
 //! a node budget of [`NODES`] and a wall-clock cap of [`TIME_CAP`]. Other strategies run
-//! as named.
+//! as named. A pass whose best-fit queries see thousands of live buffers each (candle's
+//! MobileNetV4-small, 350,000 buffers: 24 s and 650 MB before) is planned by the
+//! portfolio's near-linear heuristics alone (`BestOptions::pass_work`; 0.6-2.3 s).
 
 use std::time::Duration;
 

@@ -130,10 +130,14 @@ pub(crate) struct Recorder {
 
 /// Buffers of finished recorders, reused by the next profiled passes: a profile's buffers
 /// reach megabytes, and fresh ones would cost a page fault per 4 KiB on every profile.
+/// Record buffers above [`SPARE_RECORDS`] records are not kept.
 pub(crate) static SPARE: SpinCell<Vec<(Vec<Event>, Vec<Record>)>> =
     SpinCell::new(LockId::Spare, Vec::new());
 /// Spare buffer pairs kept at most.
 const SPARES: usize = 4;
+/// A record buffer larger than this (in records: 3.5 MB) is freed, not kept spare: a
+/// profile of 350,000 allocations left 29 MB in the spares for the process's lifetime.
+const SPARE_RECORDS: usize = 1 << 16;
 
 impl Recorder {
     /// A recorder for a pass of `key`; `None` when memory ran out.
@@ -477,6 +481,9 @@ impl Recorder {
         let mut records = std::mem::take(&mut self.records);
         events.clear();
         records.clear();
+        if records.capacity() > SPARE_RECORDS {
+            records = Vec::new();
+        }
         SPARE.with(|s| {
             if s.len() < SPARES && try_grow(s).is_ok() {
                 s.push((events, records));
@@ -631,6 +638,18 @@ mod tests {
             "stopped near the byte bound: {}",
             r.bytes()
         );
+    }
+
+    #[test]
+    fn large_record_buffers_are_not_kept_spare() {
+        let _ = SPARE.with(std::mem::take);
+        let mut r = rec();
+        for i in 0..SPARE_RECORDS + 1 {
+            r.on_alloc(p(0x1000 + 16 * i), 8, 8, false, 0).unwrap();
+        }
+        r.finish().unwrap();
+        let kept = SPARE.with(|s| s.iter().map(|(_, r)| r.capacity()).max());
+        assert!(kept.unwrap_or(0) <= SPARE_RECORDS, "{kept:?}");
     }
 
     #[test]

@@ -24,6 +24,15 @@
 //! Every phase stops as soon as the height equals [`offsets_lower_bound`] (proven optimal);
 //! the other strategies that have not started by then are skipped.
 //!
+//! **Large problems.** Every best-fit pass (ours and `greedy-by-size`, `greedy-by-breadth`)
+//! has a work limit, [`BestOptions::pass_work`]. The first pass runs before anything else;
+//! if it goes past the limit, a query costs about the number of buffers alive at its time
+//! (an `O(n * live)` pass: 700 million ranges, 5 s, on candle's MobileNetV4-small, 350,000
+//! buffers with 3,000 alive on average), and the plan is made by the near-linear
+//! `greedy-in-order`, or `strip-packing` when that is not within
+//! [`NEAR_LINEAR_GAP_PER_MILLE`] of the bound; see [`portfolio_report`]. Within the limit, everything runs as it did before the limit
+//! existed.
+//!
 //! # Complexity
 //!
 //! One best-fit pass costs `O(n log T)` index updates plus, per buffer, a merge of the
@@ -34,13 +43,14 @@
 //! [`BestOptions::work_passes`] times the work of the first pass (fewer passes above
 //! [`BestOptions::work_scale_buffers`] buffers, in proportion, so that a 100,000-buffer
 //! pass of the allocator plans in about a second on one core), clamped to
-//! [`BestOptions::min_work`]..[`BestOptions::max_work`]. The exact step is bounded by its
-//! node budget.
+//! [`BestOptions::min_work`]..[`BestOptions::max_work`]; it runs only when that budget
+//! holds a whole pass. The exact step is bounded by its node budget. Each pass is bounded
+//! by [`BestOptions::pass_work`] (above).
 //!
 //! # Determinism
 //!
-//! The result depends only on the problem and the options: budgets count work and nodes,
-//! not time; the random choices come from a seeded xorshift generator; the other
+//! The result depends only on the problem and the options: budgets and limits count work
+//! and nodes, not time; the random choices come from a seeded xorshift generator; the other
 //! strategies may run on a second thread, but their plans are compared afterwards in a
 //! fixed order, ties going to our own plan, and they are skipped only when our plan is
 //! already at the lower bound (where they could not win). [`BestOptions::time_cap`] is only
@@ -56,6 +66,7 @@ use crate::fixtures::Rng;
 use crate::offsets::exact;
 use crate::offsets::placer::GapFinder;
 use crate::offsets::OffsetStrategy;
+use crate::offsets::{greedy_by_breadth, greedy_by_size, greedy_in_order, strip_packing};
 use crate::plan::OffsetPlan;
 use crate::problem::Problem;
 use crate::timeline::Timeline;
@@ -101,6 +112,10 @@ pub struct BestOptions {
     pub time_cap: Option<Duration>,
     /// Budgets of the final exact search (the defaults are those of the `exact` strategy).
     pub exact: exact::ExactOptions,
+    /// Work limit of one best-fit pass (occupied address ranges visited by its queries,
+    /// about 7 ns each here): a problem whose first pass goes past it is planned by the
+    /// near-linear heuristics alone (see [`portfolio_report`]).
+    pub pass_work: u64,
 }
 
 impl Default for BestOptions {
@@ -117,9 +132,15 @@ impl Default for BestOptions {
             exact_nodes: 10_000,
             time_cap: Some(Duration::from_secs(30)),
             exact: exact::ExactOptions::default(),
+            pass_work: PASS_WORK,
         }
     }
 }
+
+/// Default [`BestOptions::pass_work`]: about 0.3 s of queries on this machine. The first
+/// pass of `fixtures::dnn_trace(100_000, 1)` takes 1.4 million, the iopddl `Y_1` trace's
+/// (62,185 buffers) 28 million, candle's MobileNetV4-small's (349,533) 700 million.
+pub const PASS_WORK: u64 = 48_000_000;
 
 /// Plans with the default [`BestOptions`].
 pub fn plan(problem: &Problem) -> OffsetPlan {
@@ -138,11 +159,59 @@ pub fn plan_with(problem: &Problem, options: &BestOptions) -> OffsetPlan {
 /// The heuristics, their orderings, a small exact step and iterated greedy, without the
 /// final exact search: the start plan of the `exact` strategy.
 pub fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
+    portfolio_report(problem, options).0
+}
+
+/// What [`portfolio_report`] did, apart from its plan. Deterministic, as the plan is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortfolioReport {
+    /// The first best-fit pass went past [`BestOptions::pass_work`]: only the near-linear
+    /// heuristics (`greedy-in-order`, `strip-packing`) made the plan.
+    pub large: bool,
+    /// Best-fit passes of the portfolio's own engine, complete or stopped at their limit.
+    pub passes: u64,
+    /// Work of those passes (occupied ranges visited by their queries, plus one per
+    /// query).
+    pub work: u64,
+}
+
+/// As [`portfolio`], with what it did.
+///
+/// The first best-fit pass (the contention order) runs with a work limit of
+/// [`BestOptions::pass_work`]. Within it, everything runs as before the limit existed.
+/// Past it, the problem is *large*: a best-fit query costs about the number of buffers
+/// alive at its time (candle's MobileNetV4-small: 350,000 buffers, 3,000 alive on
+/// average, 700 million ranges visited per pass, 5 s), so neither the other orders, the
+/// improvement phase nor the best-fit strategies (`greedy-by-size`, `greedy-by-breadth`)
+/// run; the plan is `greedy-in-order`'s (a sweep, `O(n log n)`) if it is within
+/// [`NEAR_LINEAR_GAP_PER_MILLE`] of the bound, else the better of it and
+/// `strip-packing`'s (`O(n log T log n)`).
+pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan, PortfolioReport) {
     let n = problem.len();
     if n == 0 {
-        return OffsetPlan::default();
+        return (OffsetPlan::default(), PortfolioReport::default());
     }
+    let start = Instant::now();
     let lb = offsets_lower_bound(problem);
+    let mut engine = Engine::new(problem);
+    let contention = engine.contention();
+    let first_order = static_order(problem, &contention, 0);
+    let Some(first_h) = engine.run(&first_order, options.pass_work) else {
+        let report = PortfolioReport {
+            large: true,
+            passes: 1,
+            work: engine.work(),
+        };
+        drop(engine);
+        drop(first_order);
+        return (near_linear(problem, lb), report);
+    };
+    let first = FirstPass {
+        height: first_h,
+        work: engine.work(),
+        offsets: engine.offsets.clone(),
+        order: first_order,
+    };
     // Set when our own search reaches the lower bound: the other strategies cannot beat it
     // (ties go to our plan), so the ones not started yet are skipped. The result does not
     // depend on when this happens.
@@ -163,18 +232,28 @@ pub fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
             if done.load(Ordering::Relaxed) {
                 break;
             }
-            plans.push(s.plan(problem));
+            // The best-fit strategies within the same work limit as our passes.
+            let plan = match s {
+                OffsetStrategy::GreedyByBreadth => {
+                    greedy_by_breadth::plan_within(problem, options.pass_work)
+                }
+                OffsetStrategy::GreedyBySize => {
+                    greedy_by_size::plan_within(problem, options.pass_work)
+                }
+                _ => Some(s.plan(problem)),
+            };
+            plans.extend(plan);
         }
         plans
     };
     let mine = || {
-        let plan = own_search(problem, lb, options);
+        let (plan, report) = own_search(problem, engine, &contention, first, lb, options, start);
         if plan.height(problem) <= lb {
             done.store(true, Ordering::Relaxed);
         }
-        plan
+        (plan, report)
     };
-    let (mine, other_plans) =
+    let ((mine, report), other_plans) =
         if options.parallel && options.run_other_strategies && n >= PARALLEL_MIN_BUFFERS {
             std::thread::scope(|scope| {
                 let handle = scope.spawn(others);
@@ -186,9 +265,35 @@ pub fn portfolio(problem: &Problem, options: &BestOptions) -> OffsetPlan {
             let mine = mine();
             (mine, others())
         };
+    (pick(problem, mine, other_plans), report)
+}
+
+/// The plan of a large problem (see [`portfolio_report`]): `greedy-in-order` if it is
+/// within [`NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound `lb`, else the better
+/// of it and `strip-packing` (`greedy-in-order` on a tie).
+fn near_linear(problem: &Problem, lb: u64) -> OffsetPlan {
+    let in_order = greedy_in_order::plan(problem);
+    if in_order.height(problem) <= lb + lb / 1000 * NEAR_LINEAR_GAP_PER_MILLE {
+        return in_order;
+    }
+    let strip = strip_packing::plan(problem);
+    pick(problem, in_order, vec![strip])
+}
+
+/// A large problem's `greedy-in-order` plan this close to the lower bound (per mille of
+/// it) is kept without running `strip-packing`, whose range tree takes 16 bytes per
+/// buffer and tree level (125 MB and 1 s for 350,000 buffers). `greedy-in-order` is
+/// fragile: 1.0001x the bound on one recording of candle's MobileNetV4-small, 1.094x on
+/// another (strip-packing: 1.00002x on both).
+pub const NEAR_LINEAR_GAP_PER_MILLE: u64 = 1;
+
+/// The lowest of `mine` and `others` (valid ones only); ties go to `mine`, then to the
+/// earlier of `others`.
+fn pick(problem: &Problem, mine: OffsetPlan, others: Vec<OffsetPlan>) -> OffsetPlan {
+    let n = problem.len();
     let mut best = mine;
     let mut best_h = best.height(problem);
-    for p in other_plans {
+    for p in others {
         if p.offsets.len() != n {
             continue;
         }
@@ -207,46 +312,86 @@ fn is_valid(problem: &Problem, plan: &OffsetPlan) -> bool {
     crate::validate::validate_offsets(problem, plan).is_ok()
 }
 
-/// The static orderings of the portfolio, plus the improvement phase, on the fast engine.
-fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
-    let start = Instant::now();
-    let mut engine = Engine::new(problem);
-    let n = problem.len();
+/// Static ordering `k` of the portfolio (0..[`STATIC_ORDERS`]), most productive first, so
+/// that reaching the lower bound stops early: all descending, (0) contention then size,
+/// (1) area, (2) size, (3) size then lifetime, (4) lifetime then size.
+fn static_order(problem: &Problem, contention: &[u64], k: usize) -> Vec<usize> {
     let b = problem.buffers();
     let life = |i: usize| b[i].upper - b[i].lower;
-    let contention = engine.contention();
-    // Most productive first, so that reaching the lower bound stops early.
-    let keys: [&dyn Fn(usize) -> (u128, u64, u64); 5] = [
-        &|i| (contention[i] as u128, b[i].size, 0),
-        &|i| (b[i].size as u128 * life(i) as u128, 0, 0),
-        &|i| (b[i].size as u128, 0, 0),
-        &|i| (b[i].size as u128, life(i), 0),
-        &|i| (life(i) as u128, b[i].size, 0),
-    ];
-    let orders = keys.iter().map(|key| {
-        let mut o: Vec<usize> = (0..n).collect();
-        o.sort_by_key(|&i| Reverse(key(i)));
-        o
-    });
-    let mut best_h = u64::MAX;
-    let mut best_order: Vec<usize> = Vec::new();
-    let mut best_offsets: Vec<u64> = Vec::new();
-    let mut first_pass_work = 0;
-    for order in orders {
-        let before = engine.work();
-        let h = engine.run(&order);
-        if first_pass_work == 0 {
-            first_pass_work = engine.work() - before;
+    let key = |i: usize| -> (u128, u64) {
+        match k {
+            0 => (contention[i] as u128, b[i].size),
+            1 => (b[i].size as u128 * life(i) as u128, 0),
+            2 => (b[i].size as u128, 0),
+            3 => (b[i].size as u128, life(i)),
+            _ => (life(i) as u128, b[i].size),
         }
+    };
+    let mut o: Vec<usize> = (0..problem.len()).collect();
+    o.sort_by_key(|&i| Reverse(key(i)));
+    o
+}
+
+/// Number of static orderings (see [`static_order`]).
+const STATIC_ORDERS: usize = 5;
+
+/// The first static pass, run by [`portfolio_report`] before it decides the mode.
+struct FirstPass {
+    height: u64,
+    /// The engine's work after it.
+    work: u64,
+    offsets: Vec<u64>,
+    order: Vec<usize>,
+}
+
+/// The static orderings of the portfolio (the first one already run), plus the
+/// improvement phase, on the fast engine.
+fn own_search(
+    problem: &Problem,
+    mut engine: Engine,
+    contention: &[u64],
+    first: FirstPass,
+    lb: u64,
+    options: &BestOptions,
+    start: Instant,
+) -> (OffsetPlan, PortfolioReport) {
+    let n = problem.len();
+    let mut report = PortfolioReport {
+        large: false,
+        passes: 1,
+        work: first.work,
+    };
+    let first_pass_work = first.work;
+    let mut best_h = first.height;
+    let mut best_order = first.order;
+    let mut best_offsets = first.offsets;
+    if best_h <= lb {
+        return (
+            OffsetPlan {
+                offsets: best_offsets,
+            },
+            report,
+        );
+    }
+    for k in 1..STATIC_ORDERS {
+        let order = static_order(problem, contention, k);
+        report.passes += 1;
+        let h = engine.run(&order, options.pass_work);
+        report.work = engine.work();
+        // A pass past the limit: the others would cost as much.
+        let Some(h) = h else { break };
         if h < best_h {
             best_h = h;
             best_offsets.clone_from(&engine.offsets);
             best_order = order;
         }
         if best_h <= lb {
-            return OffsetPlan {
-                offsets: best_offsets,
-            };
+            return (
+                OffsetPlan {
+                    offsets: best_offsets,
+                },
+                report,
+            );
         }
     }
     // The exact search, from the best static plan: on DNN traces it often packs at the
@@ -266,7 +411,7 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
         let out = exact::search(problem, &start_plan, &exact_options).plan;
         let h = out.height(problem);
         if h <= lb {
-            return out;
+            return (out, report);
         }
         if h < best_h {
             exact_best = Some((h, out.offsets));
@@ -275,23 +420,30 @@ fn own_search(problem: &Problem, lb: u64, options: &BestOptions) -> OffsetPlan {
     let budget = first_pass_work
         .saturating_mul(improvement_passes(options, n))
         .clamp(options.min_work, options.max_work.max(options.min_work));
-    let stop = engine.work().saturating_add(budget);
-    improve(
-        &mut engine,
-        lb,
-        options,
-        stop,
-        start,
-        &mut best_order,
-        &mut best_h,
-        &mut best_offsets,
-    );
-    match exact_best {
+    // Improvement only when a whole pass fits in its budget.
+    if first_pass_work <= budget {
+        let stop = engine.work().saturating_add(budget);
+        let before = engine.work();
+        improve(
+            &mut engine,
+            lb,
+            options,
+            stop,
+            start,
+            &mut best_order,
+            &mut best_h,
+            &mut best_offsets,
+        );
+        report.work = engine.work();
+        report.passes += (engine.work() - before).div_ceil(first_pass_work.max(1));
+    }
+    let plan = match exact_best {
         Some((h, offsets)) if h < best_h => OffsetPlan { offsets },
         _ => OffsetPlan {
             offsets: best_offsets,
         },
-    }
+    };
+    (plan, report)
 }
 
 /// Passes of work the improvement phase may spend on `n` buffers.
@@ -360,7 +512,7 @@ fn improve(
             let q = p - dist;
             cand[q..=p].rotate_right(1);
         }
-        let h = engine.run(&cand);
+        let h = engine.run(&cand, options.pass_work).unwrap_or(u64::MAX);
         if h <= cur_h {
             if h < cur_h {
                 since_best = 0;
@@ -422,35 +574,43 @@ impl Engine {
         self.finder.work
     }
 
-    /// The largest breadth over each buffer's lifetime.
+    /// The largest breadth over each buffer's lifetime: range maxima over a bottom-up
+    /// segment tree of the breadths (`2T` words; a sparse table took `T log T`, 110 MB at
+    /// 700,000 slots).
     fn contention(&self) -> Vec<u64> {
-        // Sparse table for range maximum.
         let t = self.breadths.len();
-        let mut table: Vec<Vec<u64>> = vec![self.breadths.clone()];
-        let mut w = 1;
-        while 2 * w <= t {
-            let prev = &table[table.len() - 1];
-            let next: Vec<u64> = (0..=t - 2 * w).map(|k| prev[k].max(prev[k + w])).collect();
-            table.push(next);
-            w *= 2;
+        let mut tree = vec![0u64; 2 * t];
+        tree[t..].copy_from_slice(&self.breadths);
+        for v in (1..t).rev() {
+            tree[v] = tree[2 * v].max(tree[2 * v + 1]);
         }
         self.spans
             .iter()
             .map(|&(s, e)| {
-                let (s, e) = (s as usize, e as usize);
-                if s >= e || e > t {
-                    return 0;
+                let (mut l, mut r) = (s as usize + t, (e as usize).min(t) + t);
+                let mut m = 0;
+                while l < r {
+                    if l & 1 == 1 {
+                        m = m.max(tree[l]);
+                        l += 1;
+                    }
+                    if r & 1 == 1 {
+                        r -= 1;
+                        m = m.max(tree[r]);
+                    }
+                    l /= 2;
+                    r /= 2;
                 }
-                let level = (usize::BITS - 1 - (e - s).leading_zeros()) as usize;
-                let w = 1 << level;
-                table[level][s].max(table[level][e - w])
+                m
             })
             .collect()
     }
 
-    /// Places every buffer best-fit in `order`; returns the height.
-    fn run(&mut self, order: &[usize]) -> u64 {
+    /// Places every buffer best-fit in `order`; returns the height, or `None` (offsets
+    /// left incomplete) as soon as the pass's work exceeds `limit`.
+    fn run(&mut self, order: &[usize], limit: u64) -> Option<u64> {
         self.finder.clear();
+        let stop = self.finder.work.saturating_add(limit);
         let mut height = 0;
         for &i in order {
             let (s, e) = self.spans[i];
@@ -460,8 +620,11 @@ impl Engine {
             self.offsets[i] = o;
             self.finder.insert(s, e, (o, top));
             height = height.max(top);
+            if self.finder.work > stop {
+                return None;
+            }
         }
-        height
+        Some(height)
     }
 }
 
@@ -510,7 +673,7 @@ mod tests {
             let mut order: Vec<usize> = (0..p.len()).collect();
             order.sort_by_key(|&i| Reverse(p.buffers()[i].size));
             let mut engine = Engine::new(&p);
-            let h = engine.run(&order);
+            let h = engine.run(&order, u64::MAX).unwrap();
             let g = greedy_by_size::plan(&p);
             assert_eq!(engine.offsets, g.offsets, "seed {seed}");
             assert_eq!(h, g.height(&p));
@@ -562,6 +725,70 @@ mod tests {
         };
         let h = validate_offsets(&p, &plan_with(&p, &o)).unwrap();
         assert_eq!((h, lb), (7, 7));
+    }
+
+    #[test]
+    fn a_pass_past_its_work_limit_leaves_the_near_linear_heuristics() {
+        let p = dnn_trace(2000, 3);
+        // Within the default limit: every best-fit order runs.
+        let (plan, report) = portfolio_report(&p, &light());
+        assert!(!report.large);
+        assert!(report.passes >= 1);
+        assert!(validate_offsets(&p, &plan).is_ok());
+        // A limit far below one pass: the first pass stops there, nothing else best-fit
+        // runs, and the plan is the better of greedy-in-order and strip-packing.
+        let o = BestOptions {
+            pass_work: 1_000,
+            ..light()
+        };
+        let (plan, report) = portfolio_report(&p, &o);
+        assert!(report.large);
+        assert_eq!(report.passes, 1);
+        // One query more than the limit at most, and a query visits fewer ranges than
+        // there are buffers.
+        assert!(report.work <= 1_000 + p.len() as u64 + 1, "{report:?}");
+        let h = validate_offsets(&p, &plan).unwrap();
+        let in_order = greedy_in_order::plan(&p).height(&p);
+        let strip = strip_packing::plan(&p).height(&p);
+        let lb = offsets_lower_bound(&p);
+        if in_order <= lb + lb / 1000 * NEAR_LINEAR_GAP_PER_MILLE {
+            assert_eq!(h, in_order);
+        } else {
+            assert_eq!(h, in_order.min(strip));
+        }
+        // The placer-based strategies stop at the same kind of limit.
+        assert_eq!(greedy_by_size::plan_within(&p, 1_000), None);
+        assert_eq!(greedy_by_breadth::plan_within(&p, 1_000), None);
+        assert_eq!(
+            greedy_by_size::plan_within(&p, u64::MAX),
+            Some(greedy_by_size::plan(&p))
+        );
+    }
+
+    #[test]
+    fn improvement_waits_for_a_budget_that_holds_a_pass() {
+        // The bound (6) ignores the alignment padding: every plan is 7 high, so no static
+        // order reaches the bound and improvement rounds go on while their budget lasts.
+        let p = Problem::new(vec![
+            Buffer::new("a", 0, 2, 3).with_align(4),
+            Buffer::new("b", 0, 2, 3).with_align(4),
+        ])
+        .unwrap();
+        let o = BestOptions {
+            exact_max_buffers: 0,
+            run_other_strategies: false,
+            ..light()
+        };
+        let (_, report) = portfolio_report(&p, &o);
+        assert!(report.passes > STATIC_ORDERS as u64, "{report:?}");
+        // A pass costs more than the whole improvement budget: no improvement round.
+        let o = BestOptions {
+            min_work: 1,
+            max_work: 1,
+            ..o
+        };
+        let (_, report) = portfolio_report(&p, &o);
+        assert_eq!(report.passes, STATIC_ORDERS as u64, "{report:?}");
     }
 
     proptest::proptest! {

@@ -30,6 +30,14 @@ use crate::timeline::Timeline;
 
 /// Plans with Greedy by Breadth.
 pub fn plan(problem: &Problem) -> OffsetPlan {
+    // Work never exceeds u64::MAX: always a plan.
+    plan_within(problem, u64::MAX).unwrap_or_default()
+}
+
+/// As [`plan`], unless the best-fit queries visit more than `work_limit` occupied ranges
+/// (the placer's work counter): then `None`, after about that much work (see
+/// `greedy_by_size::plan_within`).
+pub(crate) fn plan_within(problem: &Problem, work_limit: u64) -> Option<OffsetPlan> {
     let buffers = problem.buffers();
     let timeline = Timeline::new(problem);
     let breadths = timeline.breadths(problem);
@@ -49,9 +57,12 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
         batch.sort_unstable_by_key(|&i| (Reverse(buffers[i].size), i));
         for &i in &batch {
             placer.place_best_fit(i);
+            if placer.work() > work_limit {
+                return None;
+            }
         }
     }
-    placer.into_plan()
+    Some(placer.into_plan())
 }
 
 /// Buffers stored at the canonical nodes of a segment tree over slots that tile their

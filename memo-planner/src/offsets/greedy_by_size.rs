@@ -17,6 +17,24 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
     plan_in_order(problem, &order)
 }
 
+/// As [`plan`], unless the best-fit queries visit more than `work_limit` occupied ranges
+/// (the placer's work counter): then `None`, after about that much work. The portfolio of
+/// `best` uses it so that a pass whose queries see thousands of live buffers each (an
+/// `O(n * live)` pass) does not run to its end.
+pub(crate) fn plan_within(problem: &Problem, work_limit: u64) -> Option<OffsetPlan> {
+    let buffers = problem.buffers();
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(buffers[i].size));
+    let mut placer = Placer::new(problem);
+    for &i in &order {
+        placer.place_best_fit(i);
+        if placer.work() > work_limit {
+            return None;
+        }
+    }
+    Some(placer.into_plan())
+}
+
 /// Places the buffers best-fit in the given order (a permutation of `0..n`).
 pub(crate) fn plan_in_order(problem: &Problem, order: &[usize]) -> OffsetPlan {
     let mut placer = Placer::new(problem);

@@ -30,10 +30,12 @@
 //! start slots whose every level lists the buffers grouped by node and, within a node,
 //! sorted by end slot, with a min-rank tree per level. A query splits `[a, b)` into
 //! `O(log T)` canonical nodes and in each binary-searches the ends `<= b` and takes a range
-//! minimum: `O(log T log n)`; removing a placed buffer updates one position per level, also
-//! `O(log T log n)`. Building it is `O(n log n)` (one sort, then a stable counting sort per
-//! level). Total: `O(n log T log n)` time and `O(n log T)` memory (16 bytes per buffer and
-//! tree level: about 30 MB for 100,000 buffers), with no amortisation.
+//! minimum: `O(log T log n)`; removing a placed buffer finds its position in each level
+//! by binary search (entries are ordered by end slot, then rank) and updates the tree
+//! above it, also `O(log T log n)`. Building it is `O(n log n)` (one sort, then a stable
+//! counting sort per level). Total: `O(n log T log n)` time and `O(n log T)` memory (8
+//! bytes per buffer and tree level: about 15 MB for 100,000 buffers, 60 MB for 350,000),
+//! with no amortisation.
 //!
 //! # Relation to the original
 //!
@@ -219,23 +221,29 @@ struct ContainedIndex {
     levels: Vec<Level>,
     /// Buffer of each rank (rank 0 is the best fit).
     by_rank: Vec<usize>,
+    /// Start and end slot of each buffer.
+    spans: Vec<(u32, u32)>,
+    /// Rank of each buffer (the entries' order within a node: end slot, then rank).
+    rank: Vec<u32>,
+    /// Rank of each buffer, or [`GONE`] once it is placed.
+    live: Vec<u32>,
 }
 
-/// One level of the range tree.
+/// One level of the range tree: 8 bytes per buffer (the entry and its half of a min
+/// tree; the leaves are read through `live`), half of what an end, a position and a
+/// full min tree took.
 #[derive(Debug)]
 struct Level {
     /// `node_start[k]..node_start[k + 1]`: the positions of node `k`'s entries.
     node_start: Vec<u32>,
-    /// End slot of the entry at each position.
-    ends: Vec<u32>,
-    /// Position of each buffer's entry.
-    pos: Vec<u32>,
-    /// Bottom-up min tree over positions: leaf `n + p` holds the rank at `p`, or
-    /// [`GONE`] once that buffer is placed.
+    /// Buffer of the entry at each position.
+    ids: Vec<u32>,
+    /// Bottom-up min tree over positions, inner nodes only (`1..n`): leaf `n + p` is the
+    /// live rank of the buffer at `p`, read from [`ContainedIndex::live`].
     min: Vec<u32>,
 }
 
-/// Marks a removed entry in [`Level::min`].
+/// Marks a removed entry in [`ContainedIndex::live`].
 const GONE: u32 = u32::MAX;
 
 impl ContainedIndex {
@@ -250,8 +258,8 @@ impl ContainedIndex {
         let spans: Vec<(u32, u32)> = spans.iter().map(|&(s, e)| (s as u32, e as u32)).collect();
         // Every level lists entries by end within a node: sort once, then
         // stable-partition by node at each level.
-        let mut by_end: Vec<usize> = (0..n).collect();
-        by_end.sort_unstable_by_key(|&i| (spans[i].1, rank[i]));
+        let mut by_end: Vec<u32> = (0..n as u32).collect();
+        by_end.sort_unstable_by_key(|&i| (spans[i as usize].1, rank[i as usize]));
         let levels = (0..=depth)
             .map(|d| Level::new(&by_end, &spans, &rank, depth - d, 1usize << d))
             .collect();
@@ -259,6 +267,9 @@ impl ContainedIndex {
             depth,
             levels,
             by_rank: by_rank.to_vec(),
+            spans,
+            live: rank.clone(),
+            rank,
         }
     }
 
@@ -289,31 +300,34 @@ impl ContainedIndex {
         let level = &self.levels[d];
         let lo = level.node_start[k] as usize;
         let hi = level.node_start[k + 1] as usize;
-        let cut = lo + level.ends[lo..hi].partition_point(|&e| e <= b);
-        level.range_min(lo, cut)
+        let cut = lo + level.ids[lo..hi].partition_point(|&i| self.spans[i as usize].1 <= b);
+        level.range_min(lo, cut, &self.live)
     }
 
     /// Removes buffer `i` from every level.
     fn remove(&mut self, i: usize) {
-        for level in &mut self.levels {
-            let p = level.pos[i] as usize;
-            level.clear(p);
+        self.live[i] = GONE;
+        let key = (self.spans[i].1, self.rank[i]);
+        for (d, level) in self.levels.iter_mut().enumerate() {
+            let k = (self.spans[i].0 >> (self.depth - d as u32)) as usize;
+            let lo = level.node_start[k] as usize;
+            let hi = level.node_start[k + 1] as usize;
+            let (spans, rank) = (&self.spans, &self.rank);
+            let p = lo
+                + level.ids[lo..hi]
+                    .partition_point(|&j| (spans[j as usize].1, rank[j as usize]) < key);
+            debug_assert_eq!(level.ids[p] as usize, i);
+            level.clear(p, &self.live);
         }
     }
 }
 
 impl Level {
     /// The level whose nodes group start slots by `start >> shift` (`nodes` of them);
-    /// `by_end` lists the buffers by end slot.
-    fn new(
-        by_end: &[usize],
-        spans: &[(u32, u32)],
-        rank: &[u32],
-        shift: u32,
-        nodes: usize,
-    ) -> Level {
+    /// `by_end` lists the buffers by end slot (then rank).
+    fn new(by_end: &[u32], spans: &[(u32, u32)], rank: &[u32], shift: u32, nodes: usize) -> Level {
         let n = by_end.len();
-        let node_of = |i: usize| (spans[i].0 >> shift) as usize;
+        let node_of = |i: u32| (spans[i as usize].0 >> shift) as usize;
         let mut node_start = vec![0u32; nodes + 1];
         for &i in by_end {
             node_start[node_of(i) + 1] += 1;
@@ -322,40 +336,46 @@ impl Level {
             node_start[k + 1] += node_start[k];
         }
         let mut fill = node_start.clone();
-        let mut ends = vec![0u32; n];
-        let mut pos = vec![0u32; n];
-        let mut min = vec![GONE; 2 * n];
+        let mut ids = vec![0u32; n];
         for &i in by_end {
             let p = &mut fill[node_of(i)];
-            ends[*p as usize] = spans[i].1;
-            min[n + *p as usize] = rank[i];
-            pos[i] = *p;
+            ids[*p as usize] = i;
             *p += 1;
         }
-        for v in (1..n).rev() {
-            min[v] = min[2 * v].min(min[2 * v + 1]);
-        }
-        Level {
+        let mut level = Level {
             node_start,
-            ends,
-            pos,
-            min,
+            ids,
+            min: vec![GONE; n],
+        };
+        for v in (1..n).rev() {
+            level.min[v] = level.at(2 * v, rank).min(level.at(2 * v + 1, rank));
+        }
+        level
+    }
+
+    /// Tree node `v`'s minimum: an inner node's, or a leaf's live rank.
+    fn at(&self, v: usize, live: &[u32]) -> u32 {
+        let n = self.ids.len();
+        if v >= n {
+            live[self.ids[v - n] as usize]
+        } else {
+            self.min[v]
         }
     }
 
     /// Minimum over positions `[lo, hi)`.
-    fn range_min(&self, lo: usize, hi: usize) -> u32 {
-        let n = self.ends.len();
+    fn range_min(&self, lo: usize, hi: usize, live: &[u32]) -> u32 {
+        let n = self.ids.len();
         let (mut l, mut r) = (lo + n, hi + n);
         let mut best = GONE;
         while l < r {
             if l & 1 == 1 {
-                best = best.min(self.min[l]);
+                best = best.min(self.at(l, live));
                 l += 1;
             }
             if r & 1 == 1 {
                 r -= 1;
-                best = best.min(self.min[r]);
+                best = best.min(self.at(r, live));
             }
             l /= 2;
             r /= 2;
@@ -363,13 +383,13 @@ impl Level {
         best
     }
 
-    /// Marks position `p` removed; stops climbing where the minimum does not change.
-    fn clear(&mut self, p: usize) {
-        let mut v = p + self.ends.len();
-        self.min[v] = GONE;
+    /// Updates the tree above position `p`, whose buffer is gone from `live`; stops
+    /// climbing where the minimum does not change.
+    fn clear(&mut self, p: usize, live: &[u32]) {
+        let mut v = p + self.ids.len();
         while v > 1 {
             v /= 2;
-            let m = self.min[2 * v].min(self.min[2 * v + 1]);
+            let m = self.at(2 * v, live).min(self.at(2 * v + 1, live));
             if self.min[v] == m {
                 break;
             }
