@@ -146,6 +146,8 @@ pub(crate) struct KeyEntry {
     window_misses: plain::AtomicU64,
     window_bytes: plain::AtomicU64,
     window_diverged_bytes: plain::AtomicU64,
+    /// Planned slots the window's passes skipped (see [`KeyEntry::note_divergence`]).
+    window_skipped: plain::AtomicU64,
     window_passes: plain::AtomicU32,
     /// Consecutive windows that diverged.
     diverged_windows: plain::AtomicU32,
@@ -258,6 +260,7 @@ impl KeyEntry {
             window_misses: plain::AtomicU64::new(0),
             window_bytes: plain::AtomicU64::new(0),
             window_diverged_bytes: plain::AtomicU64::new(0),
+            window_skipped: plain::AtomicU64::new(0),
             window_passes: plain::AtomicU32::new(0),
             diverged_windows: plain::AtomicU32::new(0),
             counters: KeyCounters::default(),
@@ -482,6 +485,12 @@ impl KeyEntry {
     /// which the misses that say the program diverged exceed `ratio` of the allocations
     /// or of the bytes. A thread's first pass making allocations of its own, or any other
     /// one-off, does not re-profile the key.
+    ///
+    /// One such window is enough when the planned slots its passes skipped alone exceed
+    /// `ratio` of the allocations: the profiled pass made allocations that the passes
+    /// after it do not (a process's first forward building lazy state). A one-off of a
+    /// replayed pass adds allocations rather than dropping planned ones, so this does not
+    /// come from one pass, and the plan converges after one window instead of two.
     pub(crate) fn note_divergence(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
         let r = Ordering::Relaxed;
         let allocs = self.window_allocs.fetch_add(c.allocations, r) + c.allocations;
@@ -489,6 +498,7 @@ impl KeyEntry {
         let all = c.slab_bytes + c.diverged_bytes;
         let bytes = self.window_bytes.fetch_add(all, r) + all;
         let dbytes = self.window_diverged_bytes.fetch_add(c.diverged_bytes, r) + c.diverged_bytes;
+        let skipped = self.window_skipped.fetch_add(c.skipped, r) + c.skipped;
         let passes = self.window_passes.fetch_add(1, r) + 1;
         if passes < window {
             return false;
@@ -497,16 +507,22 @@ impl KeyEntry {
         self.window_misses.store(0, r);
         self.window_bytes.store(0, r);
         self.window_diverged_bytes.store(0, r);
+        self.window_skipped.store(0, r);
         self.window_passes.store(0, r);
-        let diverged = allocs > 0
-            && (misses as f64 > ratio * allocs as f64 || dbytes as f64 > ratio * bytes as f64);
+        let over = |n: u64, of: u64| n as f64 > ratio * of as f64;
+        let diverged = allocs > 0 && (over(misses, allocs) || over(dbytes, bytes));
         if !diverged {
             self.diverged_windows.store(0, r);
             return false;
         }
         let streak = self.diverged_windows.fetch_add(1, r) + 1;
+        let needed = if over(skipped, allocs) {
+            1
+        } else {
+            DIVERGED_WINDOWS
+        };
         // Re-profiling is rate-limited: at most 8 times per key.
-        streak >= DIVERGED_WINDOWS && self.counters.replans.load(r) < 8
+        streak >= needed && self.counters.replans.load(r) < 8
     }
 }
 

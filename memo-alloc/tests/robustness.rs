@@ -505,6 +505,41 @@ fn child_one_off() {
     assert_eq!(r.passes_profiled, 1, "{r:?}");
 }
 
+/// The planned slots of a first pass's one-time allocations, skipped by every pass after
+/// it, re-profile the key after one divergence window (3 passes), not two.
+#[test]
+fn skipped_one_time_slots_re_profile_after_one_window() {
+    run_child("child_skipped_window", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_skipped_window() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "skipped-window";
+    let mut first = true;
+    let mut profiled = Vec::new();
+    for _ in 0..6 {
+        {
+            let _p = memo_alloc::pass(KEY);
+            if std::mem::take(&mut first) {
+                let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+                black_box(&s);
+            }
+            black_box(shaped(60, 0));
+        }
+        assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
+            30
+        )));
+        profiled.push(memo_alloc::report(KEY).unwrap().passes_profiled);
+    }
+    // Pass 0 is profiled, passes 1-3 replay and skip the 30 slots (a third of the plan),
+    // pass 4 is profiled again, pass 5 replays the clean plan.
+    assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
+}
+
 #[test]
 fn a_first_passs_one_time_allocations_drop_out_of_the_plan() {
     run_child("child_one_time", &[]);
