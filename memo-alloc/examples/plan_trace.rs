@@ -11,20 +11,8 @@ use std::time::Instant;
 use memo_alloc::trace::{PlanFile, Trace};
 use memo_planner::{format::problem_to_csv, OffsetStrategy};
 
-/// A field of /proc/self/status, in KiB.
-fn status_kib(field: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
+mod common;
+use common::status_kib;
 
 fn main() {
     let mut args = std::env::args().skip(1);

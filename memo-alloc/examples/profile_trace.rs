@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use memo_alloc::trace::{AllocKind, Trace};
 
+mod common;
+use common::status_kib;
+
 #[global_allocator]
 static A: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
 
@@ -20,21 +23,6 @@ enum Step {
     Alloc(u32),
     Realloc { from: u32, to: u32 },
     Free(u32),
-}
-
-/// A field of /proc/self/status, in KiB.
-fn status_kib(field: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 fn mib(kib: u64) -> f64 {

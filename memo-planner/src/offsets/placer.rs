@@ -348,40 +348,32 @@ mod tests {
                 finder.insert(s, e, (o, o + size));
                 all.push((s, e, (o, o + size)));
             }
-            for &(qs, qlen, size, a) in &queries {
-                let qe = (qs + qlen).min(slots);
-                let mut taken: Vec<(u64, u64)> = all
-                    .iter()
-                    .filter(|&&(s, e, _)| s < qe && qs < e)
-                    .map(|&(_, _, r)| r)
-                    .collect();
-                taken.sort_unstable();
-                let align = 1 << (2 * a);
-                proptest::prop_assert_eq!(
-                    finder.best_fit(qs, qe, size, align),
-                    best_gap(&taken, size, align)
-                );
-            }
+            // Every query answers as the brute force over `placed_now`.
+            let check = |finder: &mut GapFinder, placed_now: &[(usize, usize, (u64, u64))]| {
+                for &(qs, qlen, size, a) in &queries {
+                    let qe = (qs + qlen).min(slots);
+                    let mut taken: Vec<(u64, u64)> = placed_now
+                        .iter()
+                        .filter(|&&(s, e, _)| s < qe && qs < e)
+                        .map(|&(_, _, r)| r)
+                        .collect();
+                    taken.sort_unstable();
+                    let align = 1 << (2 * a);
+                    proptest::prop_assert_eq!(
+                        finder.best_fit(qs, qe, size, align),
+                        best_gap(&taken, size, align)
+                    );
+                }
+                Ok(())
+            };
+            check(&mut finder, &all)?;
             // Cleared, the index keeps its lists and answers for what is placed anew.
             finder.clear();
             let half = &all[..all.len() / 2];
             for &(s, e, r) in half {
                 finder.insert(s, e, r);
             }
-            for &(qs, qlen, size, a) in &queries {
-                let qe = (qs + qlen).min(slots);
-                let mut taken: Vec<(u64, u64)> = half
-                    .iter()
-                    .filter(|&&(s, e, _)| s < qe && qs < e)
-                    .map(|&(_, _, r)| r)
-                    .collect();
-                taken.sort_unstable();
-                let align = 1 << (2 * a);
-                proptest::prop_assert_eq!(
-                    finder.best_fit(qs, qe, size, align),
-                    best_gap(&taken, size, align)
-                );
-            }
+            check(&mut finder, half)?;
         }
     }
 }

@@ -28,6 +28,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::order::luby;
 use crate::problem::{align_up, Problem};
 use crate::timeline::Timeline;
 
@@ -197,6 +198,7 @@ impl<'p> Search<'p> {
                 out
             })
             .collect();
+        let breadth = timeline.breadths(problem);
         Search {
             problem,
             capacity,
@@ -205,8 +207,8 @@ impl<'p> Search<'p> {
             used: 0,
             by_start,
             sky: vec![0; slots],
-            unplaced: timeline.breadths(problem),
-            breadth: timeline.breadths(problem),
+            unplaced: breadth.clone(),
+            breadth,
             placed: vec![false; buffers.len()],
             offsets: vec![0; buffers.len()],
             left: buffers.len(),
@@ -446,18 +448,6 @@ impl<'p> Search<'p> {
     }
 }
 
-/// The Luby sequence (1, 1, 2, 1, 1, 2, 4, ...), `k` from 1.
-fn luby(k: u64) -> u64 {
-    let mut k = k;
-    loop {
-        let p = 64 - k.leading_zeros();
-        if k == (1u64 << p) - 1 {
-            return 1u64 << (p - 1);
-        }
-        k -= (1u64 << (p - 1)) - 1;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,12 +459,6 @@ mod tests {
 
     fn race_at(p: &Problem, capacity: u64, limit: u64, parallel: bool) -> (Option<Vec<u64>>, u64) {
         race(p, capacity, limit, parallel, Instant::now(), None)
-    }
-
-    #[test]
-    fn luby_sequence() {
-        let first: Vec<u64> = (1..=15).map(luby).collect();
-        assert_eq!(first, [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]);
     }
 
     /// Exact tilings (no slack in any slot) pack at their bound, the same on one thread
