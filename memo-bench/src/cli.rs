@@ -432,12 +432,13 @@ fn summary(rep: &report::Report) -> String {
         }
         let _ = writeln!(s);
     }
-    // memo against the limit: static's plan served unchecked (divergent workloads, where
-    // static runs as glibc, left out).
+    // memo against the limit: static's plan served unchecked (workloads that do not
+    // repeat exactly, where static runs as glibc, left out).
+    let repeats = |w: &str| Spec::parse(w).is_ok_and(|s| s.repeats_exactly());
     let limit: Vec<(usize, f64)> = rep
         .cells
         .iter()
-        .filter(|c| c.allocator == "static" && !c.workload.ends_with("+divergent"))
+        .filter(|c| c.allocator == "static" && repeats(&c.workload))
         .filter_map(|c| Some((c.threads, 1.0 / c.p50_vs_memo?)))
         .collect();
     if !limit.is_empty() {

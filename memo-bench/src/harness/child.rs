@@ -34,7 +34,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     pass_count::harness_thread();
     let wspec = Spec::parse(&spec.workload)?;
     let workload = wspec.build()?;
-    if workload.is_divergent() {
+    if !wspec.repeats_exactly() {
         crate::arena::disable(); // `static` serves only passes that repeat exactly
     }
     let key = me.is_memo().then(|| wspec.key());

@@ -192,6 +192,21 @@ impl Spec {
         )
     }
 
+    /// Whether every pass makes the same allocations as the first, in the same order
+    /// with the same lifetimes: not for `+divergent`, nor for the real engine, whose
+    /// first forward builds lazy state later passes reuse. The `static` allocator serves
+    /// only such workloads (elsewhere its unchecked slots would overlap live data), and
+    /// memo's ratio to it is reported only for them.
+    pub fn repeats_exactly(&self) -> bool {
+        !matches!(
+            self,
+            Spec::Net {
+                variant: Variant::Divergent,
+                ..
+            } | Spec::Candle(_)
+        )
+    }
+
     /// Builds the workload.
     pub fn build(&self) -> Result<Workload, String> {
         match self {
@@ -258,17 +273,6 @@ impl Workload {
             #[cfg(feature = "engine")]
             Workload::Candle(_) => (0, 0),
         }
-    }
-
-    /// Whether passes differ from one another (`+divergent`).
-    pub fn is_divergent(&self) -> bool {
-        matches!(
-            self,
-            Workload::Graph {
-                divergent: true,
-                ..
-            }
-        )
     }
 
     /// The divergence of pass number `pass` (none unless the workload is divergent).
@@ -520,6 +524,22 @@ mod tests {
         if let Workload::Graph { graph, .. } = &w {
             let (_, left) = GraphRunner::new(graph, Compute::from_scale(1.0)).run_counted(true, d);
             assert_eq!(left, 0);
+        }
+    }
+
+    #[test]
+    fn static_serves_only_workloads_that_repeat_exactly() {
+        for (w, repeats) in [
+            ("resnet50:b1:s32", true),
+            ("resnet50:b1:s32+noscope", true),
+            ("resnet50:b1:s32+helpers", true),
+            ("trace:/tmp/x.trace.json", true),
+            ("resnet50:b1:s32+divergent", false),
+            // The engine's first forward makes one-time allocations: static, serving the
+            // i-th allocation of a later pass from the first pass's i-th slot, crashed on it.
+            ("candle:mobilenetv4", false),
+        ] {
+            assert_eq!(Spec::parse(w).unwrap().repeats_exactly(), repeats, "{w}");
         }
     }
 
