@@ -31,7 +31,10 @@
 //! buffers with 3,000 alive on average), and the plan is made by the near-linear
 //! `greedy-in-order`, or `strip-packing` when that is not within
 //! [`NEAR_LINEAR_GAP_PER_MILLE`] of the bound; see [`portfolio_report`]. Within the limit, everything runs as it did before the limit
-//! existed.
+//! existed. Callers whose planning memory counts (the allocator) can also declare a
+//! problem large up front by its [`conflicting_pairs`] ([`BestOptions::large_pairs`]) and
+//! cap strip-packing's memory ([`BestOptions::strip_packing_memory`]; past the cap,
+//! `greedy-in-order` backwards stands in for it).
 //!
 //! # Complexity
 //!
@@ -116,6 +119,19 @@ pub struct BestOptions {
     /// about 7 ns each here): a problem whose first pass goes past it is planned by the
     /// near-linear heuristics alone (see [`portfolio_report`]).
     pub pass_work: u64,
+    /// Largest memory (bytes) `strip-packing` may take on a large problem (see
+    /// [`strip_packing::index_bytes`]); past it, the plan is the better of
+    /// `greedy-in-order` run forwards and backwards. `None`: no limit. The allocator
+    /// plans on its own heap, whose peak is part of the program's.
+    pub strip_packing_memory: Option<u64>,
+    /// A problem with more pairs of buffers alive together than this is large without a
+    /// first best-fit pass (see [`conflicting_pairs`]): that pass's tables (about 130
+    /// bytes per buffer) and its work up to [`BestOptions::pass_work`] would be spent for
+    /// nothing. `None`: the first pass always runs. The work of a whole first pass is
+    /// below the pair count (ranges of neighbouring buffers merge): candle's
+    /// MobileNetV4-small has 1.14 billion pairs for 700 million ranges visited, the
+    /// iopddl `Y_1` trace 180 million for 28 million.
+    pub large_pairs: Option<u64>,
 }
 
 impl Default for BestOptions {
@@ -133,6 +149,8 @@ impl Default for BestOptions {
             time_cap: Some(Duration::from_secs(30)),
             exact: exact::ExactOptions::default(),
             pass_work: PASS_WORK,
+            strip_packing_memory: None,
+            large_pairs: None,
         }
     }
 }
@@ -193,6 +211,18 @@ pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan
     }
     let start = Instant::now();
     let lb = offsets_lower_bound(problem);
+    if let Some(limit) = options.large_pairs {
+        if conflicting_pairs(problem, limit) > limit {
+            let report = PortfolioReport {
+                large: true,
+                ..PortfolioReport::default()
+            };
+            return (
+                near_linear(problem, lb, options.strip_packing_memory),
+                report,
+            );
+        }
+    }
     let mut engine = Engine::new(problem);
     let contention = engine.contention();
     let first_order = static_order(problem, &contention, 0);
@@ -204,7 +234,10 @@ pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan
         };
         drop(engine);
         drop(first_order);
-        return (near_linear(problem, lb), report);
+        return (
+            near_linear(problem, lb, options.strip_packing_memory),
+            report,
+        );
     };
     let first = FirstPass {
         height: first_h,
@@ -268,16 +301,57 @@ pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan
     (pick(problem, mine, other_plans), report)
 }
 
+/// The number of pairs of buffers alive together, counted up to just past `stop` (a
+/// sweep over the sorted lifetime ends: `O(n log n)` time, `16n` bytes).
+///
+/// ```
+/// use memo_planner::offsets::best::conflicting_pairs;
+/// use memo_planner::{Buffer, Problem};
+/// let p = Problem::new(vec![
+///     Buffer::new("a", 0, 4, 8),
+///     Buffer::new("b", 1, 3, 8),
+///     Buffer::new("c", 2, 5, 8),
+///     Buffer::new("d", 4, 6, 8),
+/// ])
+/// .unwrap();
+/// assert_eq!(conflicting_pairs(&p, u64::MAX), 4); // ab ac bc cd
+/// assert!(conflicting_pairs(&p, 1) > 1);
+/// ```
+pub fn conflicting_pairs(problem: &Problem, stop: u64) -> u64 {
+    let mut lowers: Vec<u64> = problem.buffers().iter().map(|b| b.lower).collect();
+    let mut uppers: Vec<u64> = problem.buffers().iter().map(|b| b.upper).collect();
+    lowers.sort_unstable();
+    uppers.sort_unstable();
+    // The k-th buffer to start meets every earlier starter not yet ended (a lifetime
+    // ending where another begins does not meet it).
+    let (mut ended, mut pairs) = (0usize, 0u64);
+    for (k, &lower) in lowers.iter().enumerate() {
+        while ended < uppers.len() && uppers[ended] <= lower {
+            ended += 1;
+        }
+        pairs += (k - ended) as u64;
+        if pairs > stop {
+            break;
+        }
+    }
+    pairs
+}
+
 /// The plan of a large problem (see [`portfolio_report`]): `greedy-in-order` if it is
 /// within [`NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound `lb`, else the better
-/// of it and `strip-packing` (`greedy-in-order` on a tie).
-fn near_linear(problem: &Problem, lb: u64) -> OffsetPlan {
+/// of it and `strip-packing` (`greedy-in-order` on a tie), or of it and `greedy-in-order`
+/// backwards when strip-packing would take more than `strip_memory` bytes.
+fn near_linear(problem: &Problem, lb: u64, strip_memory: Option<u64>) -> OffsetPlan {
     let in_order = greedy_in_order::plan(problem);
     if in_order.height(problem) <= lb + lb / 1000 * NEAR_LINEAR_GAP_PER_MILLE {
         return in_order;
     }
-    let strip = strip_packing::plan(problem);
-    pick(problem, in_order, vec![strip])
+    let other = if strip_memory.is_some_and(|m| strip_packing::index_bytes(problem) > m) {
+        greedy_in_order::plan_backwards(problem)
+    } else {
+        strip_packing::plan(problem)
+    };
+    pick(problem, in_order, vec![other])
 }
 
 /// A large problem's `greedy-in-order` plan this close to the lower bound (per mille of
@@ -751,11 +825,28 @@ mod tests {
         let in_order = greedy_in_order::plan(&p).height(&p);
         let strip = strip_packing::plan(&p).height(&p);
         let lb = offsets_lower_bound(&p);
-        if in_order <= lb + lb / 1000 * NEAR_LINEAR_GAP_PER_MILLE {
+        let backwards = greedy_in_order::plan_backwards(&p).height(&p);
+        let within = in_order <= lb + lb / 1000 * NEAR_LINEAR_GAP_PER_MILLE;
+        if within {
             assert_eq!(h, in_order);
         } else {
             assert_eq!(h, in_order.min(strip));
         }
+        // With strip-packing's memory capped below its need, greedy-in-order backwards
+        // stands in for it.
+        let capped = BestOptions {
+            strip_packing_memory: Some(strip_packing::index_bytes(&p) - 1),
+            ..o.clone()
+        };
+        let h = validate_offsets(&p, &portfolio(&p, &capped)).unwrap();
+        assert_eq!(
+            h,
+            if within {
+                in_order
+            } else {
+                in_order.min(backwards)
+            }
+        );
         // The placer-based strategies stop at the same kind of limit.
         assert_eq!(greedy_by_size::plan_within(&p, 1_000), None);
         assert_eq!(greedy_by_breadth::plan_within(&p, 1_000), None);
@@ -763,6 +854,45 @@ mod tests {
             greedy_by_size::plan_within(&p, u64::MAX),
             Some(greedy_by_size::plan(&p))
         );
+    }
+
+    #[test]
+    fn many_conflicting_pairs_make_a_problem_large_without_a_pass() {
+        let p = dnn_trace(2000, 3);
+        let pairs = conflicting_pairs(&p, u64::MAX);
+        let at = |limit| BestOptions {
+            large_pairs: Some(limit),
+            ..light()
+        };
+        // At the pair count: the first pass runs, as without the option.
+        assert_eq!(
+            portfolio_report(&p, &at(pairs)),
+            portfolio_report(&p, &light())
+        );
+        // Below it: large, no pass, the near-linear plan.
+        let (plan, report) = portfolio_report(&p, &at(pairs - 1));
+        assert_eq!((report.large, report.passes, report.work), (true, 0, 0));
+        let lb = offsets_lower_bound(&p);
+        assert_eq!(plan, near_linear(&p, lb, None));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn conflicting_pairs_counts_the_pairs_alive_together(
+            p in crate::fixtures::strategies::problem(30)
+        ) {
+            let b = p.buffers();
+            let brute = (0..b.len())
+                .flat_map(|i| (0..i).map(move |j| (i, j)))
+                .filter(|&(i, j)| b[i].lower < b[j].upper && b[j].lower < b[i].upper)
+                .count() as u64;
+            proptest::prop_assert_eq!(conflicting_pairs(&p, u64::MAX), brute);
+            // Stopped early: past the stop, never above the count.
+            if brute > 0 {
+                let c = conflicting_pairs(&p, brute - 1);
+                proptest::prop_assert!(c > brute - 1 && c <= brute);
+            }
+        }
     }
 
     #[test]

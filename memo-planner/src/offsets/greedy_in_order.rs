@@ -31,20 +31,39 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::plan::OffsetPlan;
-use crate::problem::{align_up, Problem};
+use crate::problem::{align_up, Buffer, Problem};
 
 /// Plans with greedy in order (online best fit in order of first use).
 pub fn plan(problem: &Problem) -> OffsetPlan {
+    sweep(problem, |b| (b.lower, b.upper))
+}
+
+/// The same online best fit on the pass run backwards: buffers in order of last use,
+/// latest first (ties keep input order), each freed once every buffer placed after it
+/// ends before it begins. Buffers conflict in the mirrored pass exactly when they do in
+/// the pass, so the plan is valid for it. The order a pass happens to make its
+/// allocations in can fragment one direction and not the other: on one recording of
+/// candle's MobileNetV4-small (350,000 buffers) forwards is 1.094x the lower bound and
+/// backwards 1.029x; on another forwards is 1.0001x and backwards 1.029x.
+pub fn plan_backwards(problem: &Problem) -> OffsetPlan {
+    // Time mirrored by bitwise negation: `lower < upper` becomes `!upper < !lower`.
+    sweep(problem, |b| (!b.upper, !b.lower))
+}
+
+/// Online best fit over the buffers in order of their start, each live over
+/// `[start, end)` as `span` gives them.
+fn sweep(problem: &Problem, span: impl Fn(&Buffer) -> (u64, u64)) -> OffsetPlan {
     let buffers = problem.buffers();
     let mut order: Vec<usize> = (0..buffers.len()).collect();
-    order.sort_by_key(|&i| buffers[i].lower);
+    order.sort_by_key(|&i| span(&buffers[i]).0);
     let mut arena = LiveArena::default();
     let mut frees: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut offsets = vec![0u64; buffers.len()];
     for i in order {
         let b = &buffers[i];
-        while let Some(&Reverse((upper, offset))) = frees.peek() {
-            if upper > b.lower {
+        let (start, end) = span(b);
+        while let Some(&Reverse((ends, offset))) = frees.peek() {
+            if ends > start {
                 break;
             }
             frees.pop();
@@ -52,7 +71,7 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
         }
         let offset = arena.best_fit(b.size, b.align);
         arena.occupy(offset, b.size);
-        frees.push(Reverse((b.upper, offset)));
+        frees.push(Reverse((end, offset)));
         offsets[i] = offset;
     }
     OffsetPlan { offsets }
@@ -277,5 +296,45 @@ mod tests {
             proptest::prop_assert!(height.unwrap_or(0) >= offsets_lower_bound(&p));
             proptest::prop_assert_eq!(got, reference(&p));
         }
+
+        #[test]
+        fn backwards_is_forwards_on_the_mirrored_pass(
+            p in crate::fixtures::strategies::problem(40)
+        ) {
+            let end = p.buffers().iter().map(|b| b.upper).max().unwrap_or(0);
+            let mirrored = Problem::new(
+                p.buffers()
+                    .iter()
+                    .map(|b| {
+                        Buffer::new(b.id.clone(), end - b.upper, end - b.lower, b.size)
+                            .with_align(b.align)
+                    })
+                    .collect(),
+            )
+            .unwrap();
+            let got = plan_backwards(&p);
+            let height = validate_offsets(&p, &got);
+            proptest::prop_assert!(height.is_ok(), "{:?}", height);
+            proptest::prop_assert_eq!(got, plan(&mirrored));
+        }
+    }
+
+    #[test]
+    fn backwards_undoes_a_fragmenting_order() {
+        // Forwards: a [0,2) 8 -> 0, b [1,4) 8 -> 8; a ends; c [2,4) 16 does not fit a's
+        // 8-byte gap -> 16. Height 32.
+        // Backwards, latest end first (b, c, then a): b -> 0, c -> 8; c begins where a
+        // ends, so it is freed before a, which takes [8,16). Height 24, the lower bound
+        // (b and c together).
+        let p = Problem::new(vec![
+            Buffer::new("a", 0, 2, 8),
+            Buffer::new("b", 1, 4, 8),
+            Buffer::new("c", 2, 4, 16),
+        ])
+        .unwrap();
+        assert_eq!(validate_offsets(&p, &plan(&p)), Ok(32));
+        let back = plan_backwards(&p);
+        assert_eq!(back.offsets, vec![8, 0, 8]);
+        assert_eq!(validate_offsets(&p, &back), Ok(24));
     }
 }
