@@ -31,6 +31,19 @@ pub(crate) const EXACT_MAX_BUFFERS: usize = 1024;
 /// tight instances of up to 1,024 buffers get all of it, about 0.1 s here).
 pub(crate) const NODES: u64 = 200_000;
 
+/// Most memory `strip-packing` may take (its range tree: about 200 bytes per buffer on
+/// a pass of 350,000). The planner's heap is part of the program's peak resident size,
+/// and what strip-packing gains over `greedy-in-order` (forwards or backwards) on such a
+/// pass is a few per cent of a slab of a few MB, once per instance: far less than its
+/// 71 MB. Passes of up to about 100,000 buffers stay within it.
+pub(crate) const STRIP_PACKING_MEMORY: u64 = 32 << 20;
+
+/// A pass with more pairs of buffers alive together is planned by the near-linear
+/// heuristics without a first best-fit pass (`BestOptions::large_pairs`): eight times the
+/// pass work limit, above the highest pairs-to-work ratio measured (6.4, iopddl `Y_1`).
+/// candle's MobileNetV4-small (1.14 billion pairs) saves the pass's 45 MB of tables.
+pub(crate) const LARGE_PAIRS: u64 = 8 * best::PASS_WORK;
+
 /// Wall-clock safety net of the whole plan's exact phase.
 pub(crate) const TIME_CAP: Duration = Duration::from_secs(1);
 
@@ -42,6 +55,8 @@ pub(crate) fn plan(strategy: OffsetStrategy, problem: &Problem) -> OffsetPlan {
     let options = BestOptions {
         time_cap: Some(TIME_CAP),
         exact_max_buffers: 0,
+        strip_packing_memory: Some(STRIP_PACKING_MEMORY),
+        large_pairs: Some(LARGE_PAIRS),
         ..BestOptions::default()
     };
     let start = best::portfolio(problem, &options);

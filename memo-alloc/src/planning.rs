@@ -71,8 +71,7 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
         .map(|b| crate::merge::seen_in(&trace, &b.get().plan))
         .unwrap_or_default();
     drop(base);
-    finish_profile(&trace, &seen, entry, serial, cfg);
-    drop(trace);
+    finish_profile(trace, &seen, entry, serial, cfg);
     trim_backend_heap();
 }
 
@@ -90,22 +89,24 @@ fn trim_backend_heap() {
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
 /// `seen`: what earlier profiles saw for its keys), writes its files, and in replay mode
-/// publishes the plan.
+/// publishes the plan. The trace is dropped before the plan is compiled: a pass of
+/// 350,000 allocations takes 36 MB of trace.
 fn finish_profile(
-    trace: &Trace,
+    trace: Trace,
     seen: &[Option<Seen>],
     entry: Option<&'static KeyEntry>,
     serial: Option<u64>,
     cfg: &Config,
 ) {
     let t0 = Instant::now();
-    let plan = PlanFile::from_trace_seen(trace, cfg.strategy, seen);
+    let plan = PlanFile::from_trace_seen(&trace, cfg.strategy, seen);
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(dir) = &cfg.trace_dir {
-        files::write_pass(dir, trace, &plan, serial);
+        files::write_pass(dir, &trace, &plan, serial);
     }
     let Some(entry) = entry else { return };
-    let summary = summarize(trace, &plan, plan_millis);
+    let summary = summarize(&trace, &plan, plan_millis);
+    drop(trace);
     entry.summary(|s| *s = Some(summary));
     if cfg.mode != Mode::Replay {
         return;
@@ -113,7 +114,7 @@ fn finish_profile(
     match CompiledPlan::compile(&plan) {
         Ok(compiled) => publish(entry, compiled, cfg.max_plans),
         Err(e) => {
-            eprintln!("memomalloc: pass {:?} could not be planned: {e}", trace.key);
+            eprintln!("memomalloc: pass {:?} could not be planned: {e}", plan.key);
             entry.abandon_profile();
         }
     }

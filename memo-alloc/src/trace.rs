@@ -167,7 +167,14 @@ impl Trace {
     pub fn chains(&self) -> Vec<Chain> {
         let n = self.allocations.len();
         let mut root_of: Vec<u32> = (0..n as u32).collect();
-        let mut chains: Vec<Chain> = Vec::new();
+        // Exactly one chain per allocation that does not continue an earlier one: sized
+        // up front, as a pass can hold hundreds of thousands.
+        let roots = self
+            .allocations
+            .iter()
+            .filter(|a| !matches!(a.realloc_parent, Some(p) if p < a.id && (a.id as usize) < n))
+            .count();
+        let mut chains: Vec<Chain> = Vec::with_capacity(roots);
         let mut chain_of_root: Vec<u32> = vec![u32::MAX; n];
         for a in &self.allocations {
             let idx = a.id as usize;
@@ -389,7 +396,7 @@ impl Trace {
     /// key (`seen`, by root allocation; see [`Seen`]).
     pub(crate) fn to_problem_seen(&self, seen: &[Option<Seen>]) -> (Problem, Vec<Chain>) {
         let chains = self.planned_chains(seen, |_| true);
-        (problem_of(&chains), chains)
+        (problem_of(&chains, true), chains)
     }
 
     /// The chains to plan (not escaping, plannable alignment), widened by `seen`, among
@@ -425,19 +432,29 @@ impl Trace {
     }
 }
 
-/// The planner problem of `chains`.
-fn problem_of(chains: &[Chain]) -> Problem {
+/// The planner problem of `chains`, each buffer named by its chain's root when `named`
+/// (for tools; the allocator's own planning knows buffers by index, and a pass of 350,000
+/// allocations would spend 11 MB on names).
+fn problem_of(chains: &[Chain], named: bool) -> Problem {
     let buffers = chains
         .iter()
         .map(|c| {
             let upper = c.upper.unwrap_or(c.lower + 1).max(c.lower + 1);
-            Buffer::new(c.root.to_string(), c.lower, upper, c.size.max(1))
-                .with_align(plan_align(c.align, c.size))
+            let id = if named {
+                c.root.to_string()
+            } else {
+                String::new()
+            };
+            Buffer::new(id, c.lower, upper, c.size.max(1)).with_align(plan_align(c.align, c.size))
         })
         .collect();
     // Every field was made valid by the caller; an error here would be a bug, and the pass
     // is then simply not planned.
-    Problem::new(buffers).unwrap_or_default()
+    if named {
+        Problem::new(buffers).unwrap_or_default()
+    } else {
+        Problem::unnamed(buffers).unwrap_or_default()
+    }
 }
 
 /// What earlier profiles of a pass saw for one allocation key (merged into a new plan so
@@ -530,21 +547,28 @@ impl PlanFile {
             let scope = trace.allocations[c.root as usize].scope as usize;
             context_of.get(scope).copied().unwrap_or(0)
         };
-        let mut offset_of_root = vec![None; trace.allocations.len()];
+        // Offsets by root allocation (`UNPLANNED`: none). Passes of hundreds of thousands
+        // of allocations are planned here, so only the problem and the chains' roots are
+        // held while the strategy runs.
+        const UNPLANNED: u64 = u64::MAX;
+        let mut offset_of_root = vec![UNPLANNED; trace.allocations.len()];
         let (mut height, mut lower_bound, mut naive) = (0u64, 0u64, 0u64);
         for k in 0..contexts {
-            let chains = trace.planned_chains(seen, |c| context(c) == k);
-            if chains.is_empty() {
+            let (problem, roots) = {
+                let chains = trace.planned_chains(seen, |c| context(c) == k);
+                let roots: Vec<u32> = chains.iter().map(|c| c.root).collect();
+                (problem_of(&chains, false), roots)
+            };
+            if roots.is_empty() {
                 continue;
             }
-            let problem = problem_of(&chains);
             let plan: OffsetPlan = crate::offsets::plan(strategy, &problem);
             let base = align_up(
                 height,
                 problem.buffers().iter().map(|b| b.align).max().unwrap_or(1),
             );
-            for (chain, &off) in chains.iter().zip(&plan.offsets) {
-                offset_of_root[chain.root as usize] = Some(base + off);
+            for (&root, &off) in roots.iter().zip(&plan.offsets) {
+                offset_of_root[root as usize] = base + off;
             }
             height = base + plan.height(&problem);
             lower_bound += memo_planner::offsets_lower_bound(&problem);
@@ -569,7 +593,7 @@ impl PlanFile {
                 min_size: (min < c.size).then_some(min),
                 size: c.size,
                 align: plan_align(c.align, c.size),
-                offset: offset_of_root[c.root as usize],
+                offset: Some(offset_of_root[c.root as usize]).filter(|&o| o != UNPLANNED),
             });
         }
         PlanFile {
