@@ -11,6 +11,7 @@ use std::time::Instant;
 use memo_alloc::trace::{PlanFile, Trace};
 use memo_planner::{format::problem_to_csv, OffsetStrategy};
 
+#[path = "../../memo-planner/examples/common/mod.rs"]
 mod common;
 use common::status_kib;
 

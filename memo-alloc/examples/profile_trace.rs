@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use memo_alloc::trace::{AllocKind, Trace};
 
+#[path = "../../memo-planner/examples/common/mod.rs"]
 mod common;
 use common::status_kib;
 

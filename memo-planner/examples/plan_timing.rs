@@ -3,24 +3,16 @@
 use std::time::Instant;
 
 use memo_planner::{
-    fixtures, offsets_lower_bound, read_problem_file, shared_objects_lower_bound, OffsetStrategy,
-    SharedObjectStrategy,
+    offsets_lower_bound, shared_objects_lower_bound, OffsetStrategy, SharedObjectStrategy,
 };
+
+mod common;
 
 fn main() {
     let arg = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "dnn:100000".into());
-    let problem = match arg.strip_prefix("dnn:") {
-        Some(n) => fixtures::dnn_trace(n.parse().expect("a number after dnn:"), 1),
-        None => match read_problem_file(&arg) {
-            Ok((p, _)) => p,
-            Err(e) => {
-                eprintln!("{e}");
-                std::process::exit(2);
-            }
-        },
-    };
+    let problem = common::problem_arg(&arg);
     let lb = offsets_lower_bound(&problem);
     println!("{arg}: {} buffers, offsets lower bound {lb}", problem.len());
     for s in OffsetStrategy::ALL {

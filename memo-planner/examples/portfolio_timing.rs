@@ -5,23 +5,11 @@
 use std::time::{Duration, Instant};
 
 use memo_planner::offsets::best::{self, BestOptions};
-use memo_planner::{fixtures, offsets_lower_bound, read_problem_file, OffsetPlan, Problem};
+use memo_planner::{offsets_lower_bound, OffsetPlan, Problem};
 use memo_planner::{validate_offsets, OffsetStrategy};
 
-/// A field of /proc/self/status, in KiB (0 elsewhere).
-fn status_kib(field: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
+mod common;
+use common::status_kib;
 
 fn measure(name: &str, problem: &Problem, lb: u64, f: impl FnOnce() -> OffsetPlan) {
     // "5" resets the peak resident size to the current one (Linux 4.0+).
@@ -43,10 +31,7 @@ fn main() {
     let arg = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "dnn:100000".into());
-    let problem = match arg.strip_prefix("dnn:") {
-        Some(n) => fixtures::dnn_trace(n.parse().expect("a number after dnn:"), 1),
-        None => read_problem_file(&arg).expect("a problem file").0,
-    };
+    let problem = common::problem_arg(&arg);
     let lb = offsets_lower_bound(&problem);
     println!(
         "{arg}: {} buffers, lower bound {lb}; RSS {:.1} MiB",

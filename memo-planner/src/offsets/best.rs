@@ -211,33 +211,31 @@ pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan
     }
     let start = Instant::now();
     let lb = offsets_lower_bound(problem);
+    // A large problem's plan, after `passes` best-fit passes of `work`.
+    let large = |passes, work| {
+        let report = PortfolioReport {
+            large: true,
+            passes,
+            work,
+        };
+        (
+            near_linear(problem, lb, options.strip_packing_memory),
+            report,
+        )
+    };
     if let Some(limit) = options.large_pairs {
         if conflicting_pairs(problem, limit) > limit {
-            let report = PortfolioReport {
-                large: true,
-                ..PortfolioReport::default()
-            };
-            return (
-                near_linear(problem, lb, options.strip_packing_memory),
-                report,
-            );
+            return large(0, 0);
         }
     }
     let mut engine = Engine::new(problem);
     let contention = engine.contention();
     let first_order = static_order(problem, &contention, 0);
     let Some(first_h) = engine.run(&first_order, options.pass_work) else {
-        let report = PortfolioReport {
-            large: true,
-            passes: 1,
-            work: engine.work(),
-        };
+        let work = engine.work();
         drop(engine);
         drop(first_order);
-        return (
-            near_linear(problem, lb, options.strip_packing_memory),
-            report,
-        );
+        return large(1, work);
     };
     let first = FirstPass {
         height: first_h,
