@@ -103,9 +103,9 @@ fn main() {
         memo_alloc::wait_for_plans(Duration::from_secs(300));
         let r = memo_alloc::report("trace").expect("a report");
         println!(
-            "pass {pass}: {:.3} s, then {:.3} s waiting for the planner; state {}, plan {:.0} ms, \
+            "pass {pass}: {:.2} ms, then {:.3} s waiting for the planner; state {}, plan {:.0} ms, \
              height {} lower bound {}, {} slab hits; RSS {:.1} MiB, peak {:.1} MiB (+{:.1} MiB over {:.1})",
-            pass_secs,
+            pass_secs * 1e3,
             waited.elapsed().as_secs_f64(),
             r.state,
             r.plan_millis,

@@ -17,6 +17,8 @@
 //! weakening `replay::free`'s store or `claim`'s loads to `Relaxed` fails `hand_off`;
 //! `claim` storing the slot in its first group's word only (not every group it covers)
 //! fails `hand_off` and `pool`;
+//! `free` clearing every non-empty word from its slot's first (not only the run holding
+//! its slot) fails `free_stops_at_its_run`;
 //! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`.
@@ -43,6 +45,11 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 
 /// Slot 0: bytes 0..64 (group 0); slot 1: bytes 32..64 (group 1), covered by group 0.
 fn plan() -> CompiledPlan {
+    plan_of(&[(0, 64), (32, 32)])
+}
+
+/// A plan of one scope whose slots are at these `(offset, size)`.
+fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
     let slot = |ordinal, offset, size| PlanSlot {
         scope: 0,
         ordinal,
@@ -58,7 +65,7 @@ fn plan() -> CompiledPlan {
         strategy: "test".into(),
         height: 64,
         lower_bound: 64,
-        naive: 96,
+        naive: slots.iter().map(|s| s.1).sum(),
         scopes: vec![TraceScope {
             id: 0,
             parent: None,
@@ -67,7 +74,10 @@ fn plan() -> CompiledPlan {
             enter: None,
             exit: None,
         }],
-        slots: vec![slot(0, 0, 64), slot(1, 32, 32)],
+        slots: (0..)
+            .zip(slots)
+            .map(|(i, &(offset, size))| slot(i, offset, size))
+            .collect(),
     };
     CompiledPlan::compile(&file).expect("a valid plan")
 }
@@ -155,6 +165,38 @@ fn hand_off() {
         if !got {
             assert!(try_claim(&slabs.plan, inst, 1, &mem), "free after the join");
         }
+    });
+}
+
+/// A free clears the run of words holding its slot and stops there: slot 0 (bytes 0..32)
+/// is freed on another thread while the owner hands out slot 1 (32..64), the group right
+/// after slot 0's run; slot 2 (0..64) must then still be refused.
+#[test]
+fn free_stops_at_its_run() {
+    model(|| {
+        let slabs: &'static Slabs =
+            Box::leak(Slabs::new(plan_of(&[(0, 32), (32, 32), (0, 64)]), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = acquire(slabs).unwrap();
+        assert!(replay::claim(
+            // SAFETY: the instance lives as long as its pool.
+            unsafe { &*inst },
+            0,
+            &slabs.plan.slots[0]
+        ));
+        // SAFETY: the caller holds the instance.
+        let shared = Shared(inst, unsafe { (*inst).base() });
+        let freer = thread::spawn(move || {
+            let Shared(inst, p) = shared;
+            // SAFETY: `p` is slot 0's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        assert!(
+            try_claim(&slabs.plan, inst, 1, &mem),
+            "disjoint from slot 0"
+        );
+        freer.join().unwrap();
+        assert!(!try_claim(&slabs.plan, inst, 2, &mem), "slot 1 is live");
     });
 }
 

@@ -43,7 +43,7 @@ pub(crate) fn seen_in(trace: &Trace, old: &CompiledPlan) -> Vec<Option<Seen>> {
             *cursor = i + 1;
             let s = &old.slots[i as usize];
             seen[a.id as usize] = Some(Seen {
-                min: s.min_size,
+                min: s.min_size(),
                 max: s.size,
                 align: 1 << s.align_log2,
             });
@@ -54,7 +54,9 @@ pub(crate) fn seen_in(trace: &Trace, old: &CompiledPlan) -> Vec<Option<Seen>> {
 
 /// Whether an old slot can be the same key as a new request of `size` bytes.
 fn tolerates(slot: &Slot, size: u64) -> bool {
-    slot.size > 0 && size <= slot.size.saturating_mul(2) && size.saturating_mul(2) >= slot.min_size
+    slot.size > 0
+        && size <= slot.size.saturating_mul(2)
+        && size.saturating_mul(2) >= slot.min_size()
 }
 
 /// For each scope of `trace` (by id), the node of `old` it enters, if any.

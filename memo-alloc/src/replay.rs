@@ -58,7 +58,7 @@ const SHRINK_CONFIRMED: u64 = 8;
 /// Whether `slot` matches a request of `size` bytes.
 #[inline(always)]
 fn matches(slot: &Slot, size: u64) -> bool {
-    size <= slot.size && size >= slot.min_size
+    size <= slot.size && size >= slot.min_size()
 }
 
 /// The slot a request of `size` bytes takes from `cursor`, which advances past it; or why
@@ -76,7 +76,7 @@ fn take(
 ) -> Result<u32, MissReason> {
     let (node, hits) = (at.node, at.hits);
     let slot = |i: u32| slots.get(i as usize).filter(|_| i < cursor.end);
-    let fits_by = |k: u64| move |s: &Slot| size <= s.size && size.saturating_mul(k) >= s.min_size;
+    let fits_by = |k: u64| move |s: &Slot| size <= s.size && size.saturating_mul(k) >= s.min_size();
     let fits = fits_by(SHRINK);
     let next = cursor.next;
     let hit = |c: &mut Cursor, i: u32| {
@@ -235,7 +235,7 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     if slot.flags.load(Ordering::Relaxed) != PLANNED {
         return missed(pass, index, MissReason::Escaping); // escaped, or demoted
     }
-    if layout.align() as u64 > slot.max_align {
+    if layout.align() as u64 > slot.max_align() {
         return missed(pass, index, MissReason::Alignment);
     }
     if !claim(inst, index, slot) {
@@ -267,7 +267,7 @@ fn check_and_claim(
     debug_assert!(layout.size() as u64 <= slot.size);
     if slot.flags.load(Ordering::Relaxed) != PLANNED {
         Err(MissReason::Escaping) // it escaped the profile, or it was demoted
-    } else if layout.align() as u64 > slot.max_align {
+    } else if layout.align() as u64 > slot.max_align() {
         Err(MissReason::Alignment)
     } else if !claim(inst, index, slot) {
         Err(MissReason::Overlap)
@@ -380,19 +380,16 @@ fn covered<'a>(occupant: &'a [AtomicU32], slot: &Slot) -> &'a [AtomicU32] {
     unsafe { occupant.get_unchecked(slot.group as usize..slot.group_end as usize) }
 }
 
-/// The live slot behind slab pointer `p`, its index, and the occupant words of `p`'s
-/// instance. The slot is read from the word of the group `p` starts (the slot's first):
-/// the owner's stores there happen-before any use of `p` (the program handed `p` over),
-/// and Acquire keeps that even if the hand-off was not ordered for this word.
+/// The group slab pointer `p` starts, the index of the live slot there, and `p`'s
+/// instance. The slot is read from the group's word: the owner's stores
+/// there happen-before any use of `p` (the program handed `p` over), and Acquire keeps
+/// that even if the hand-off was not ordered for this word.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
 /// this allocator handed out.
 #[inline(always)]
-unsafe fn live_slot(
-    inst: *mut (),
-    p: *mut u8,
-) -> Option<(&'static Slot, u32, &'static [AtomicU32])> {
+unsafe fn live_group(inst: *mut (), p: *mut u8) -> Option<(usize, u32, &'static Instance)> {
     let inst = inst.cast::<Instance>();
     if inst.is_null() {
         return None;
@@ -400,42 +397,62 @@ unsafe fn live_slot(
     // SAFETY: an instance with a live slot is never freed (retirement waits for all its
     // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    let group = plan.group_at((p as usize - inst.base() as usize) as u64)?;
-    let live = inst.occupant.get(group as usize)?.load(Ordering::Acquire);
+    let group = plan.group_at((p as usize - inst.base() as usize) as u64)? as usize;
+    let live = inst.occupant.get(group)?.load(Ordering::Acquire);
     debug_assert_ne!(live, EMPTY, "a free or realloc of a slab pointer not live");
-    Some((plan.slots.get(live as usize)?, live, &inst.occupant))
+    Some((group, live, inst))
 }
 
 /// Frees slab pointer `p` owned by `inst`, from any thread.
 ///
+/// The words to clear are the run from `p`'s group that holds the slot's index: a live
+/// slot's index is in every word it covers and in no other (the word after the run is
+/// another group, not covered by it; the slot cannot be handed out again before its last
+/// word is cleared). So a free reads no slot: on a plan larger than the cache, the slot
+/// table is where a free missed.
+///
 /// # Safety
-/// As [`live_slot`].
+/// As [`live_group`].
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    let Some((slot, live, occupant)) = (unsafe { live_slot(inst, p) }) else {
+    let Some((group, live, inst)) = (unsafe { live_group(inst, p) }) else {
         return;
     };
-    // Release: the program's accesses to the slot happen-before the reuse of any part of
-    // it (a hand-out checks every word it covers with Acquire).
-    for o in covered(occupant, slot) {
-        debug_assert_eq!(
-            o.load(Ordering::Relaxed),
-            live,
-            "a live slot owns its words"
-        );
+    let mut cleared = 0;
+    // Acquire loads, as the first one: the owner's stores of this slot happen-before.
+    // Release stores: the program's accesses to the slot happen-before the reuse of any
+    // part of it (a hand-out checks every word it covers with Acquire).
+    for o in inst.occupant.get(group..).unwrap_or_default() {
+        if o.load(Ordering::Acquire) != live {
+            break;
+        }
         o.store(EMPTY, Ordering::Release);
+        cleared += 1;
     }
+    debug_assert!(
+        // SAFETY: the plan outlives its instances.
+        unsafe { &*inst.plan }
+            .slots
+            .get(live as usize)
+            .is_some_and(|s| (s.group as usize, s.group_end as usize) == (group, group + cleared)),
+        "a free clears exactly the words its slot covers"
+    );
 }
 
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
 ///
 /// # Safety
-/// As [`live_slot`].
+/// As [`live_group`].
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    unsafe { live_slot(inst, p) }.map_or(0, |(slot, _, _)| slot.size)
+    let Some((_, live, inst)) = (unsafe { live_group(inst, p) }) else {
+        return 0;
+    };
+    // SAFETY: the plan outlives its instances.
+    let plan = unsafe { &*inst.plan };
+    plan.slots.get(live as usize).map_or(0, |s| s.size)
 }
 
 #[cfg(all(test, not(loom)))]
