@@ -431,11 +431,6 @@ fn offset_table(offsets: &[u64]) -> Vec<(u64, u32)> {
     table
 }
 
-#[inline]
-fn offset_slot(offset: u64, cap: usize) -> usize {
-    (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cap - 1)
-}
-
 impl CompiledPlan {
     /// Builds the tables; rejects inconsistent or oversized documents before sizing any
     /// table from them.
@@ -568,6 +563,11 @@ impl CompiledPlan {
             .filter(|s| s.flag_bits() & DEMOTED != 0)
             .count() as u64
     }
+}
+
+#[inline]
+fn offset_slot(offset: u64, cap: usize) -> usize {
+    (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cap - 1)
 }
 
 #[cfg(all(test, not(loom)))]

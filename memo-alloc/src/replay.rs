@@ -380,16 +380,24 @@ fn covered<'a>(occupant: &'a [AtomicU32], slot: &Slot) -> &'a [AtomicU32] {
     unsafe { occupant.get_unchecked(slot.group as usize..slot.group_end as usize) }
 }
 
-/// The group slab pointer `p` starts, the index of the live slot there, and `p`'s
-/// instance. The slot is read from the group's word: the owner's stores
-/// there happen-before any use of `p` (the program handed `p` over), and Acquire keeps
-/// that even if the hand-off was not ordered for this word.
+/// A live slab pointer's slot as a free sees it: the group the pointer starts, the slot's
+/// index (read from that group's word), the instance's occupant words and the plan.
+struct Live {
+    group: usize,
+    index: u32,
+    occupant: &'static [AtomicU32],
+    plan: &'static CompiledPlan,
+}
+
+/// The live slot behind slab pointer `p`. Its index is read from the word of the group
+/// `p` starts: the owner's stores there happen-before any use of `p` (the program handed
+/// `p` over), and Acquire keeps that even if the hand-off was not ordered for this word.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
 /// this allocator handed out.
 #[inline(always)]
-unsafe fn live_group(inst: *mut (), p: *mut u8) -> Option<(usize, u32, &'static Instance)> {
+unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
     let inst = inst.cast::<Instance>();
     if inst.is_null() {
         return None;
@@ -398,9 +406,14 @@ unsafe fn live_group(inst: *mut (), p: *mut u8) -> Option<(usize, u32, &'static 
     // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
     let group = plan.group_at((p as usize - inst.base() as usize) as u64)? as usize;
-    let live = inst.occupant.get(group)?.load(Ordering::Acquire);
-    debug_assert_ne!(live, EMPTY, "a free or realloc of a slab pointer not live");
-    Some((group, live, inst))
+    let index = inst.occupant.get(group)?.load(Ordering::Acquire);
+    debug_assert_ne!(index, EMPTY, "a free or realloc of a slab pointer not live");
+    Some(Live {
+        group,
+        index,
+        occupant: &inst.occupant,
+        plan,
+    })
 }
 
 /// Frees slab pointer `p` owned by `inst`, from any thread.
@@ -412,30 +425,28 @@ unsafe fn live_group(inst: *mut (), p: *mut u8) -> Option<(usize, u32, &'static 
 /// table is where a free missed.
 ///
 /// # Safety
-/// As [`live_group`].
+/// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    let Some((group, live, inst)) = (unsafe { live_group(inst, p) }) else {
+    let Some(live) = (unsafe { live_slot(inst, p) }) else {
         return;
     };
     let mut cleared = 0;
     // Acquire loads, as the first one: the owner's stores of this slot happen-before.
     // Release stores: the program's accesses to the slot happen-before the reuse of any
     // part of it (a hand-out checks every word it covers with Acquire).
-    for o in inst.occupant.get(group..).unwrap_or_default() {
-        if o.load(Ordering::Acquire) != live {
+    for o in live.occupant.get(live.group..).unwrap_or_default() {
+        if o.load(Ordering::Acquire) != live.index {
             break;
         }
         o.store(EMPTY, Ordering::Release);
         cleared += 1;
     }
     debug_assert!(
-        // SAFETY: the plan outlives its instances.
-        unsafe { &*inst.plan }
-            .slots
-            .get(live as usize)
-            .is_some_and(|s| (s.group as usize, s.group_end as usize) == (group, group + cleared)),
+        live.plan.slots.get(live.index as usize).is_some_and(|s| {
+            (s.group as usize, s.group_end as usize) == (live.group, live.group + cleared)
+        }),
         "a free clears exactly the words its slot covers"
     );
 }
@@ -443,16 +454,13 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
 ///
 /// # Safety
-/// As [`live_group`].
+/// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    let Some((_, live, inst)) = (unsafe { live_group(inst, p) }) else {
-        return 0;
-    };
-    // SAFETY: the plan outlives its instances.
-    let plan = unsafe { &*inst.plan };
-    plan.slots.get(live as usize).map_or(0, |s| s.size)
+    let live = unsafe { live_slot(inst, p) };
+    live.and_then(|l| l.plan.slots.get(l.index as usize))
+        .map_or(0, |s| s.size)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -9,10 +9,7 @@ use memo_planner::{
 mod common;
 
 fn main() {
-    let arg = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "dnn:100000".into());
-    let problem = common::problem_arg(&arg);
+    let (arg, problem) = common::problem_from_args();
     let lb = offsets_lower_bound(&problem);
     println!("{arg}: {} buffers, offsets lower bound {lb}", problem.len());
     for s in OffsetStrategy::ALL {

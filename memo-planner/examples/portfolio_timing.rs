@@ -28,10 +28,7 @@ fn measure(name: &str, problem: &Problem, lb: u64, f: impl FnOnce() -> OffsetPla
 }
 
 fn main() {
-    let arg = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "dnn:100000".into());
-    let problem = common::problem_arg(&arg);
+    let (arg, problem) = common::problem_from_args();
     let lb = offsets_lower_bound(&problem);
     println!(
         "{arg}: {} buffers, lower bound {lb}; RSS {:.1} MiB",

@@ -16,6 +16,16 @@ pub fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The example's first argument (`dnn:100000` when there is none) and the problem it
+/// names (see [`problem_arg`]).
+pub fn problem_from_args() -> (String, memo_planner::Problem) {
+    let arg = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "dnn:100000".into());
+    let problem = problem_arg(&arg);
+    (arg, problem)
+}
+
 /// The problem an example's argument names: `dnn:N` (a generated DNN trace of N buffers)
 /// or a problem file. Exits with the file's error when it cannot be read.
 pub fn problem_arg(arg: &str) -> memo_planner::Problem {
