@@ -42,24 +42,26 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     let compute = Compute::from_scale(spec.compute);
     let threads = spec.threads.max(1);
     // Warm-up done -> the main thread waits for memo's plans -> one settling pass per
-    // thread -> the main thread takes the "before" snapshot -> go -> measured passes ->
+    // thread, all inside their passes at once -> the main thread takes the "before" snapshot -> go -> measured passes ->
     // end. The settling pass is the first one replayed from a freshly published plan: it
     // faults the thread's slab in, which later passes never do again, so it is not
     // measured (every allocator runs it, so all run as many passes).
     let barrier = Barrier::new(threads + 1);
     let settle = Barrier::new(threads + 1);
+    let inside = Barrier::new(threads);
     let settled = Barrier::new(threads + 1);
     let go = Barrier::new(threads + 1);
     let end = Barrier::new(threads + 1);
     let (warmup, passes) = (spec.warmup, spec.passes);
 
     let mut before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
+    let mut instances_at_start = 0;
     let mut elapsed = 0.0;
     let results: Vec<ThreadResult> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (workload, barrier, go, end) = (&workload, &barrier, &go, &end);
-                let (settle, settled) = (&settle, &settled);
+                let (settle, inside, settled) = (&settle, &inside, &settled);
                 s.spawn(move || {
                     pass_count::harness_thread();
                     let runner = Runner::new(workload, compute);
@@ -71,7 +73,15 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
                     }
                     barrier.wait();
                     settle.wait();
-                    checksum = mix(checksum, warmup, runner.run(warmup, key, scopes));
+                    // Every thread's settling pass holds its instance at once: the
+                    // measured passes, which run concurrently, then find as many warm
+                    // instances as threads (without it, one thread's settling pass may
+                    // end before another's starts, both warm the same instance, and the
+                    // first concurrent measured pass faults a new one in).
+                    let c = runner.run_started(warmup, key, scopes, || {
+                        inside.wait();
+                    });
+                    checksum = mix(checksum, warmup, c);
                     settled.wait();
                     go.wait();
                     let first = warmup + 1;
@@ -96,6 +106,9 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
         settle.wait();
         settled.wait();
         before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
+        if let Some(key) = key {
+            instances_at_start = memo_alloc::report(key).map_or(0, |r| r.slab_instances);
+        }
         go.wait();
         let t0 = Instant::now();
         end.wait();
@@ -137,6 +150,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
             passes_replayed: s1.passes_replayed,
             passes_backend: s1.passes_backend,
             slab_resident_bytes: s1.slab_resident_bytes,
+            instances_at_start,
             profiled_allocations: rep.allocations,
             plan_height: rep.height,
             plan_lower_bound: rep.lower_bound,

@@ -70,6 +70,10 @@ pub struct MemoCounters {
     pub passes_backend: u64,
     /// Slab memory that can be resident at the end (bytes).
     pub slab_resident_bytes: u64,
+    /// Slab instances of the key's plan when the measured passes started: at least the
+    /// number of threads, all faulted in by the settling passes, or the first concurrent
+    /// measured pass faults a cold one in.
+    pub instances_at_start: u64,
     /// Allocations of the profiled pass.
     pub profiled_allocations: u64,
     /// Slab height of the plan (bytes).

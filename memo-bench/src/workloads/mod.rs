@@ -327,19 +327,31 @@ impl<'w> Runner<'w> {
     /// cells), with op scopes when `scopes`. The outputs escape the pass; the checksum is
     /// taken and they are dropped after it ends.
     pub fn run(&self, pass: u64, key: Option<&'static str>, scopes: bool) -> u64 {
+        self.run_started(pass, key, scopes, || {})
+    }
+
+    /// As [`Runner::run`], calling `started` inside the pass before its first allocation
+    /// (memo-alloc has then taken the pass's slab instance).
+    pub fn run_started(
+        &self,
+        pass: u64,
+        key: Option<&'static str>,
+        scopes: bool,
+        started: impl FnOnce(),
+    ) -> u64 {
         match self {
             Runner::Graph(r, w) => {
                 let div = w.divergence(pass);
-                let (out, digest) = in_pass(key, || r.run_digest(scopes, div));
+                let (out, digest) = in_pass(key, started, || r.run_digest(scopes, div));
                 checksum(&out) ^ digest
             }
             #[cfg(feature = "engine")]
             Runner::Candle(e, input) => {
-                let out = in_pass(key, || e.forward(input));
+                let out = in_pass(key, started, || e.forward(input));
                 crate::candle::digest(&out)
             }
             Runner::Trace(t) => {
-                let (out, sum) = in_pass(key, || t.run(scopes));
+                let (out, sum) = in_pass(key, started, || t.run(scopes));
                 let mut c = sum;
                 for b in &out {
                     c = c.wrapping_mul(31).wrapping_add(b.read());
@@ -352,11 +364,12 @@ impl<'w> Runner<'w> {
 
 /// Runs `f` inside `memo_alloc::pass(key)` when `key` is given (memo cells), counted by
 /// [`pass_count`] from just after the pass starts to just before it ends; in a `static`
-/// cell, inside an arena pass ([`crate::arena`]).
-fn in_pass<R>(key: Option<&'static str>, f: impl FnOnce() -> R) -> R {
+/// cell, inside an arena pass ([`crate::arena`]). `started` runs first inside the pass.
+fn in_pass<R>(key: Option<&'static str>, started: impl FnOnce(), f: impl FnOnce() -> R) -> R {
     let _arena =
         (crate::alloc::selected() == crate::alloc::Allocator::Static).then(crate::arena::pass);
     let _pass = key.map(memo_alloc::pass);
+    started();
     let _mark = key.map(|_| pass_count::enter());
     f()
 }
