@@ -535,7 +535,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
         return;
     }
     let cfg = config::config();
-    let diverged = e.note_divergence(counters, cfg.miss_window, cfg.replan_miss_ratio);
+    let diverged = e.note_divergence(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
     if diverged && !p.slabs.is_null() {
         e.mark_stale(p.slabs);
     }

@@ -313,7 +313,7 @@ impl KeyEntry {
                 return Err(new);
             };
             if self.transition(from, KeyState::Planned(new)) {
-                self.diverged_windows.store(0, Ordering::Relaxed);
+                self.new_window();
                 if !old.is_null() {
                     // SAFETY: `old` was this key's plan and no state refers to it now.
                     unsafe { reclaimer.retire(old, &self.readers) };
@@ -342,6 +342,7 @@ impl KeyEntry {
                 }
             };
             if self.transition(from, KeyState::Planned(new)) {
+                self.new_window();
                 if !old.is_null() {
                     // SAFETY: `old` was this key's plan and no state refers to it now.
                     unsafe { reclaimer.retire(old, &self.readers) };
@@ -480,18 +481,35 @@ impl KeyEntry {
         }
     }
 
-    /// Adds a replayed pass to the divergence window; returns `true` when the key's
-    /// divergence persists: [`DIVERGED_WINDOWS`] windows of `window` passes in a row in
-    /// which the misses that say the program diverged exceed `ratio` of the allocations
+    /// Adds a pass that replayed `plan` to the divergence window; returns `true` when the
+    /// key's divergence persists: [`DIVERGED_WINDOWS`] windows of `window` passes in a row
+    /// in which the misses that say the program diverged exceed `ratio` of the allocations
     /// or of the bytes. A thread's first pass making allocations of its own, or any other
     /// one-off, does not re-profile the key.
+    ///
+    /// The window belongs to the key's current plan: a pass of any other plan (one that
+    /// is being re-profiled, or was replaced while the pass ran) is not counted, and
+    /// publishing a plan starts a new window. Passes that replay the old plan while its
+    /// successor is planned still diverge as it did; counted, they made the new plan's
+    /// first window look diverged and profiled the key once more. (A pass that read the
+    /// old plan as current just before the new one was published can still add itself
+    /// to the new window: one pass among `window`, never a streak.)
     ///
     /// One such window is enough when the planned slots its passes skipped alone exceed
     /// `ratio` of the allocations: the profiled pass made allocations that the passes
     /// after it do not (a process's first forward building lazy state). A one-off of a
     /// replayed pass adds allocations rather than dropping planned ones, so this does not
     /// come from one pass, and the plan converges after one window instead of two.
-    pub(crate) fn note_divergence(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
+    pub(crate) fn note_divergence(
+        &self,
+        plan: *mut Slabs,
+        c: &PassCounters,
+        window: u32,
+        ratio: f64,
+    ) -> bool {
+        if self.state() != KeyState::Planned(plan) {
+            return false;
+        }
         let r = Ordering::Relaxed;
         let allocs = self.window_allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.window_misses.fetch_add(c.diverged(), r) + c.diverged();
@@ -503,12 +521,7 @@ impl KeyEntry {
         if passes < window {
             return false;
         }
-        self.window_allocs.store(0, r);
-        self.window_misses.store(0, r);
-        self.window_bytes.store(0, r);
-        self.window_diverged_bytes.store(0, r);
-        self.window_skipped.store(0, r);
-        self.window_passes.store(0, r);
+        self.clear_window();
         let over = |n: u64, of: u64| n as f64 > ratio * of as f64;
         let diverged = allocs > 0 && (over(misses, allocs) || over(dbytes, bytes));
         if !diverged {
@@ -523,6 +536,23 @@ impl KeyEntry {
         };
         // Re-profiling is rate-limited: at most 8 times per key.
         streak >= needed && self.counters.replans.load(r) < 8
+    }
+
+    /// Empties the divergence window (its streak stays).
+    fn clear_window(&self) {
+        let r = Ordering::Relaxed;
+        self.window_allocs.store(0, r);
+        self.window_misses.store(0, r);
+        self.window_bytes.store(0, r);
+        self.window_diverged_bytes.store(0, r);
+        self.window_skipped.store(0, r);
+        self.window_passes.store(0, r);
+    }
+
+    /// A new plan starts a new divergence window, with no streak.
+    fn new_window(&self) {
+        self.clear_window();
+        self.diverged_windows.store(0, Ordering::Relaxed);
     }
 }
 

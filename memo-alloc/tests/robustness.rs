@@ -540,6 +540,56 @@ fn child_skipped_window() {
     assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
 }
 
+/// The divergence window belongs to one plan. While a re-profile is planned, the key's
+/// passes still replay the old plan and still skip its one-time slots; those passes must
+/// not count against the new plan, which replays cleanly (they once closed its first
+/// window as diverged and re-profiled the key a third time).
+#[test]
+fn passes_of_the_old_plan_do_not_re_profile_the_new_one() {
+    run_child("child_old_plan_window", &[("MEMO_PLANNER", "background")]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_old_plan_window() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "old-plan-window";
+    let wait = || {
+        assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
+            30
+        )))
+    };
+    let pass = |one_time: bool| {
+        let _p = memo_alloc::pass(KEY);
+        if one_time {
+            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+            black_box(&s);
+        }
+        black_box(shaped(60, 0));
+    };
+    pass(true); // profiled with one-time allocations
+    wait();
+    for _ in 0..3 {
+        pass(false); // skip the one-time slots: one window re-profiles the key
+    }
+    memo_alloc::testing::pause_planner(true);
+    pass(false); // profiled again; its plan waits in the queue
+    assert_eq!(memo_alloc::report(KEY).unwrap().passes_profiled, 2);
+    for _ in 0..4 {
+        pass(false); // replays the old plan, skipping its one-time slots
+    }
+    memo_alloc::testing::pause_planner(false);
+    wait();
+    for _ in 0..9 {
+        pass(false); // the new plan: nothing skipped, nothing missed
+    }
+    wait();
+    let r = memo_alloc::report(KEY).unwrap();
+    assert_eq!((r.state, r.passes_profiled), ("planned", 2), "{r:?}");
+}
+
 #[test]
 fn a_first_passs_one_time_allocations_drop_out_of_the_plan() {
     run_child("child_one_time", &[]);
