@@ -86,6 +86,7 @@ mod live_table;
 mod loom_tests;
 mod merge;
 mod offsets;
+mod own_blocks;
 mod pass;
 mod planner;
 mod planning;
@@ -154,7 +155,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         debug_assert!(hot == Hot::Backend || !pass.is_null());
         match hot {
             // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
-            Hot::Backend => unsafe { self.backend_alloc(layout, zeroed) },
+            Hot::Backend => unsafe { self.alloc_outside(layout, zeroed) },
             // SAFETY: `hot == Replay` only while `pass` is this thread's replayed pass.
             Hot::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
             // SAFETY: `hot == Profile` only while `pass` is this thread's profiled pass.
@@ -264,6 +265,23 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         ptr
     }
 
+    /// Outside passes and in bookkeeping: the backend, or for the allocator's own large
+    /// buffers, chunks of the region (see `own_blocks`).
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
+    #[inline(always)]
+    unsafe fn alloc_outside(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if own_blocks::wanted(layout) {
+            let p = own_blocks::alloc(layout); // zero-filled
+            if !p.is_null() {
+                return p;
+            }
+        }
+        // SAFETY: forwarded.
+        unsafe { self.backend_alloc(layout, zeroed) }
+    }
+
     /// # Safety
     /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
@@ -293,6 +311,59 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         }
         // SAFETY: forwarded from GlobalAlloc::dealloc.
         unsafe { self.backend.dealloc(ptr, layout) }
+    }
+
+    /// # Safety
+    /// As `GlobalAlloc::realloc`, for an own block `ptr` (see `own_blocks`).
+    #[cold]
+    unsafe fn realloc_own(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let chunks = |size: usize| geometry::chunks_for(size as u64);
+        if chunks(new_size) == chunks(layout.size()) {
+            return ptr; // the same chunks hold it: freed later with `new_size`, same count
+        }
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: non-zero size (GlobalAlloc::realloc's contract).
+        let new = unsafe { self.alloc_impl(new_layout, false) };
+        if new.is_null() {
+            return new;
+        }
+        // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is a
+        // live own block of `layout.size()` bytes, freed once.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            own_blocks::free(ptr, layout.size());
+        }
+        new
+    }
+
+    /// A backend block growing to an own block's size while the allocator's own work
+    /// runs moves to the region (see `own_blocks`); any other goes to the backend's
+    /// realloc.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc`, for a backend pointer.
+    #[cold]
+    unsafe fn realloc_outside(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
+            let new = if own_blocks::wanted(new_layout) {
+                own_blocks::alloc(new_layout)
+            } else {
+                std::ptr::null_mut()
+            };
+            if !new.is_null() {
+                // SAFETY: both blocks are valid for the copied length and distinct; `ptr`
+                // is a live backend block of `layout`, freed once.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                    self.backend.dealloc(ptr, layout);
+                }
+                return new;
+            }
+        }
+        // SAFETY: forwarded.
+        unsafe { self.backend.realloc(ptr, layout, new_size) }
     }
 
     /// # Safety
@@ -382,6 +453,10 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if let Some(owner) = region::lookup(ptr) {
+            if owner == own_blocks::owner() {
+                // SAFETY: a live own block, of `layout.size()` bytes.
+                return unsafe { own_blocks::free(ptr, layout.size()) };
+            }
             // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
             return unsafe { replay::free(owner, ptr) };
         }
@@ -396,12 +471,20 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if let Some(owner) = region::lookup(ptr) {
+            if owner == own_blocks::owner() {
+                // SAFETY: forwarded; `ptr` is a live own block.
+                return unsafe { self.realloc_own(ptr, layout, new_size) };
+            }
             // SAFETY: forwarded; `ptr` is a live slab pointer of `owner`.
             return unsafe { self.realloc_slab(owner, ptr, layout, new_size) };
         }
         match tls::hot() {
             // SAFETY: forwarded.
             Hot::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
+            // SAFETY: forwarded.
+            Hot::Backend if new_size >= own_blocks::MIN_BYTES => unsafe {
+                self.realloc_outside(ptr, layout, new_size)
+            },
             // SAFETY: forwarded.
             _ => unsafe { self.backend.realloc(ptr, layout, new_size) },
         }
@@ -430,6 +513,98 @@ mod tests {
     }
 
     static COUNTING: MemoAlloc<Counting> = MemoAlloc::new(Counting(AtomicU64::new(0)));
+
+    /// Serialises the tests that carve own blocks.
+    static CARVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Runs `attempt` until it returns an own block (carving gives up when the region lock
+    /// is busy: another test carving a slab), freeing with `undo` what it got instead.
+    fn own_block(mut attempt: impl FnMut() -> *mut u8, mut undo: impl FnMut(*mut u8)) -> *mut u8 {
+        for _ in 0..1000 {
+            let p = attempt();
+            if region::lookup(p) == Some(own_blocks::owner()) {
+                return p;
+            }
+            undo(p);
+            std::thread::yield_now();
+        }
+        panic!("no own block in 1000 attempts");
+    }
+
+    /// The allocator's own large buffers come from region chunks, not the backend, and
+    /// their chunks go back to the region when freed.
+    #[test]
+    fn own_work_takes_large_blocks_from_the_region_and_gives_them_back() {
+        let _serial = CARVING.lock().unwrap_or_else(|e| e.into_inner());
+        static OWN: MemoAlloc<Counting> = MemoAlloc::new(Counting(AtomicU64::new(0)));
+        let big = Layout::from_size_align(own_blocks::MIN_BYTES + 1, 64).unwrap();
+        let small = Layout::from_size_align(own_blocks::MIN_BYTES - 1, 64).unwrap();
+        let is_own = |p: *mut u8| region::lookup(p) == Some(own_blocks::owner());
+        // SAFETY (every block below): non-zero sizes; each block is freed once, with the
+        // layout it has then.
+        tls::with_bookkeeping(|| unsafe {
+            let p = own_block(|| OWN.alloc_zeroed(big), |p| OWN.dealloc(p, big));
+            assert_eq!((*p, *p.add(big.size() - 1)), (0, 0), "zero-filled");
+            p.write_bytes(7, big.size());
+            // Within its chunks, a realloc stays in place; past them it moves (to another
+            // own block, or to the backend if the lock is busy), keeping the contents.
+            let q = OWN.realloc(p, big, 2 * own_blocks::MIN_BYTES);
+            assert_eq!(q, p);
+            let grown = Layout::from_size_align(geometry::CHUNK + 1, 64).unwrap();
+            let r = OWN.realloc(q, big, grown.size());
+            assert!(r != q && *r.add(big.size() - 1) == 7);
+            OWN.dealloc(r, grown);
+            // A backend block growing past the threshold moves to the region.
+            let t = own_block(
+                || {
+                    let s = OWN.alloc(small);
+                    assert!(!is_own(s));
+                    s.write_bytes(9, small.size());
+                    let t = OWN.realloc(s, small, big.size());
+                    assert_eq!(*t.add(small.size() - 1), 9);
+                    t
+                },
+                |t| OWN.dealloc(t, big),
+            );
+            OWN.dealloc(t, big);
+        });
+        // Outside the allocator's own work, large blocks are the backend's.
+        let before = OWN.backend().0.load(Ordering::SeqCst);
+        // SAFETY: non-zero size; freed with its layout.
+        unsafe {
+            let u = OWN.alloc(big);
+            assert!(!is_own(u));
+            OWN.dealloc(u, big);
+        }
+        assert_eq!(OWN.backend().0.load(Ordering::SeqCst), before + 1);
+    }
+
+    /// Freed own blocks are returned to the region without its lock, then reclaimed by
+    /// the next carve: carving and freeing a block over and over does not use up the
+    /// region (it would after 32k chunks).
+    #[test]
+    fn freed_own_blocks_are_reclaimed() {
+        let _serial = CARVING.lock().unwrap_or_else(|e| e.into_inner());
+        let big = Layout::from_size_align(own_blocks::MIN_BYTES, 8).unwrap();
+        let chunks = region::reserved() / geometry::CHUNK;
+        tls::with_bookkeeping(|| {
+            for _ in 0..chunks.max(1 << 15) + 10 {
+                let p = own_blocks::alloc(big);
+                if p.is_null() {
+                    continue; // the region lock was busy (a slab carved by another test)
+                }
+                // SAFETY: just allocated with `big`, freed once.
+                unsafe { own_blocks::free(p, big.size()) };
+            }
+            let p = own_blocks::alloc(big);
+            assert!(
+                !p.is_null(),
+                "the region ran out: freed blocks were not reclaimed"
+            );
+            // SAFETY: as above.
+            unsafe { own_blocks::free(p, big.size()) };
+        });
+    }
 
     /// Regression: the thread-local fallback of `alloc_in_pass` was evaluated eagerly, so
     /// every allocation in a pass also allocated (and leaked) a backend block, slab hits

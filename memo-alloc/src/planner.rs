@@ -145,6 +145,7 @@ fn start() {
 /// The planner thread's loop.
 fn work() {
     let _ = IS_PLANNER.try_with(|p| p.set(true));
+    tls::mark_own_thread();
     let me = std::thread::current();
     QUEUE.with(|q| {
         q.worker = Some(me);

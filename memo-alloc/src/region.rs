@@ -98,6 +98,7 @@ pub(crate) fn carve(bytes: u64, owner: *mut ()) -> Option<*mut u8> {
     if !ensure_reserved() {
         return None;
     }
+    release_deferred();
     let total = LEN.load(Ordering::Acquire) >> CHUNK_SHIFT;
     let need = chunks_for(bytes);
     // SAFETY: the caller holds `LOCK`.
@@ -153,6 +154,65 @@ pub(crate) fn release(base: *mut u8, chunks: usize) {
     }
 }
 
+/// A run of chunks given back without the lock ([`release_later`]); written in the run's
+/// first bytes.
+#[cfg(not(loom))]
+struct Deferred {
+    next: *mut Deferred,
+    chunks: usize,
+}
+
+/// Runs given back by [`release_later`], not yet returned to the region (a stack).
+#[cfg(not(loom))]
+static DEFERRED: plain::AtomicPtr<Deferred> = plain::AtomicPtr::new(ptr::null_mut());
+
+/// Returns the `chunks` chunks at `base` (carved, owned by the caller, unused by anyone)
+/// without taking [`LOCK`]: their pages go back to the OS now, apart from the first,
+/// which holds the run's place on a lock-free stack; the next [`carve`] returns them to
+/// the region. Meanwhile their directory entries keep their owner.
+///
+/// # Safety
+/// `base..base + chunks` chunks was carved and is owned by the caller, who gives it up:
+/// no one reads or writes it afterwards.
+#[cfg(not(loom))]
+pub(crate) unsafe fn release_later(base: *mut u8, chunks: usize) {
+    debug_assert!(chunks > 0 && lookup(base).is_some());
+    // SAFETY: the run is the caller's and given up: dropping the pages after the first
+    // changes no one's data.
+    unsafe {
+        libc::madvise(
+            base.add(PAGE).cast(),
+            (chunks << CHUNK_SHIFT) - PAGE,
+            libc::MADV_DONTNEED,
+        );
+    }
+    let node = base.cast::<Deferred>();
+    let mut head = DEFERRED.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: the run's first page is the caller's, chunk-aligned (so aligned for a
+        // `Deferred`), and from now on only the stack reaches it.
+        unsafe { node.write(Deferred { next: head, chunks }) };
+        match DEFERRED.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Returns every run on the deferred stack to the region. The caller holds [`LOCK`].
+#[cfg(not(loom))]
+fn release_deferred() {
+    // Taking the whole stack at once: no node is popped while another thread reads it.
+    let mut node = DEFERRED.swap(ptr::null_mut(), Ordering::Acquire);
+    while !node.is_null() {
+        // SAFETY: pushed by `release_later`, which wrote it before publishing it (Release,
+        // paired with the Acquire swap); nothing else reaches it now.
+        let Deferred { next, chunks } = unsafe { node.read() };
+        release(node.cast(), chunks);
+        node = next;
+    }
+}
+
 /// Gives the pages of `[start, end)` (a range inside a slab no one uses) back to the OS:
 /// they read as zero afterwards. Returns the bytes returned (whole pages inside the range).
 pub(crate) fn return_pages(start: *mut u8, end: *mut u8) -> u64 {
@@ -190,3 +250,10 @@ pub(crate) fn assign(_base: *mut u8, _chunks: usize, _owner: *mut ()) {}
 /// Under loom: nothing to return.
 #[cfg(loom)]
 pub(crate) fn release(_base: *mut u8, _chunks: usize) {}
+
+/// Under loom: nothing to return.
+///
+/// # Safety
+/// As the non-loom version.
+#[cfg(loom)]
+pub(crate) unsafe fn release_later(_base: *mut u8, _chunks: usize) {}

@@ -139,13 +139,28 @@ impl SpinLock {
     pub(crate) fn lock(&self) -> SpinGuard<'_> {
         self.acquire();
         order::acquired(self.id);
+        self.call_hook();
+        SpinGuard { lock: self }
+    }
+
+    fn call_hook(&self) {
         let hook = LOCK_HOOK.load(Ordering::Acquire);
         if !hook.is_null() {
             // SAFETY: only `set_lock_hook` stores here, and only `fn(LockId)` pointers.
             let hook: fn(LockId) = unsafe { std::mem::transmute::<*mut (), fn(LockId)>(hook) };
             hook(self.id);
         }
-        SpinGuard { lock: self }
+    }
+
+    /// Takes the lock if it is free, without waiting: `None` if anyone holds it, this
+    /// thread included. Never waiting, it is exempt from the lock order.
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_>> {
+        self.held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        order::acquired_without_waiting(self.id);
+        self.call_hook();
+        Some(SpinGuard { lock: self })
     }
 
     fn acquire(&self) {
@@ -218,6 +233,14 @@ mod order {
             );
             h.set(h.get() | 1 << id as u32);
         });
+        let _ = id;
+    }
+
+    /// A lock taken by `try_lock`: it cannot deadlock, so any order is fine.
+    #[inline]
+    pub(super) fn acquired_without_waiting(id: LockId) {
+        #[cfg(debug_assertions)]
+        let _ = HELD.try_with(|h| h.set(h.get() | 1 << id as u32));
         let _ = id;
     }
 

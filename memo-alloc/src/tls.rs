@@ -27,6 +27,8 @@ pub(crate) struct ThreadState {
     saved: Cell<Hot>,
     /// Re-entrancy depth of bookkeeping.
     busy: Cell<u32>,
+    /// The allocator's own thread (the planner): all its work is the allocator's.
+    own_thread: Cell<bool>,
     /// The running pass, owned by `lifecycle` (boxed); null outside passes.
     pub(crate) pass: Cell<*mut Context>,
 }
@@ -37,6 +39,7 @@ impl ThreadState {
             hot: Cell::new(Hot::Backend),
             saved: Cell::new(Hot::Backend),
             busy: Cell::new(0),
+            own_thread: Cell::new(false),
             pass: Cell::new(ptr::null_mut()),
         }
     }
@@ -73,6 +76,18 @@ pub(crate) fn hot_pass() -> (Hot, *mut Context) {
 /// The running pass of this thread, or null.
 pub(crate) fn pass() -> *mut Context {
     with(|s| s.pass.get(), ptr::null_mut())
+}
+
+/// Whether what this thread allocates now is the allocator's own work: bookkeeping, or
+/// anything on the allocator's own thread (see `own_blocks`).
+#[inline]
+pub(crate) fn own_work() -> bool {
+    with(|s| s.busy.get() > 0 || s.own_thread.get(), false)
+}
+
+/// Marks this thread as the allocator's own (the planner thread, at its start).
+pub(crate) fn mark_own_thread() {
+    with(|s| s.own_thread.set(true), ());
 }
 
 /// Marks the start of bookkeeping: until the matching [`end_bookkeeping`], this thread's
