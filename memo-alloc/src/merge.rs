@@ -161,6 +161,18 @@ mod tests {
         assert_eq!(ranges(&p), [(1000, 1000), (64, 64), (4096, 4096)]);
     }
 
+    /// The allocator plans from an owned trace, dropped before the strategy runs; the
+    /// plan is the one planning from a borrowed trace makes, merged keys included.
+    #[test]
+    fn planning_an_owned_trace_makes_the_same_plan() {
+        let old = CompiledPlan::compile(&plan(&trace(&[1000, 64, 4096, 200]), &[])).unwrap();
+        let t = trace(&[16, 1100, 64, 3900, 200]);
+        let seen = seen_in(&t, &old);
+        let owned = PlanFile::from_owned_trace_seen(t.clone(), OffsetStrategy::GreedyBySize, &seen);
+        assert_eq!(owned, plan(&t, &seen));
+        assert_eq!(ranges(&owned)[1], (1000, 1100));
+    }
+
     #[test]
     fn sizes_far_apart_are_not_the_same_key() {
         let old = CompiledPlan::compile(&plan(&trace(&[1000]), &[])).unwrap();

@@ -89,8 +89,8 @@ fn trim_backend_heap() {
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
 /// `seen`: what earlier profiles saw for its keys), writes its files, and in replay mode
-/// publishes the plan. The trace is dropped before the plan is compiled: a pass of
-/// 350,000 allocations takes 36 MB of trace.
+/// publishes the plan. Unless its files are written, the trace is dropped before the
+/// strategy runs: a pass of 350,000 allocations takes 36 MB of trace.
 fn finish_profile(
     trace: Trace,
     seen: &[Option<Seen>],
@@ -98,15 +98,20 @@ fn finish_profile(
     serial: Option<u64>,
     cfg: &Config,
 ) {
+    let counts = TraceCounts::of(&trace);
     let t0 = Instant::now();
-    let plan = PlanFile::from_trace_seen(&trace, cfg.strategy, seen);
+    let plan = match &cfg.trace_dir {
+        Some(dir) => {
+            let plan = PlanFile::from_trace_seen(&trace, cfg.strategy, seen);
+            files::write_pass(dir, &trace, &plan, serial);
+            plan
+        }
+        // Dropped before the strategy runs (see `PlanFile::from_owned_trace_seen`).
+        None => PlanFile::from_owned_trace_seen(trace, cfg.strategy, seen),
+    };
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
-    if let Some(dir) = &cfg.trace_dir {
-        files::write_pass(dir, &trace, &plan, serial);
-    }
     let Some(entry) = entry else { return };
-    let summary = summarize(&trace, &plan, plan_millis);
-    drop(trace);
+    let summary = summarize(&counts, &plan, plan_millis);
     entry.summary(|s| *s = Some(summary));
     if cfg.mode != Mode::Replay {
         return;
@@ -120,18 +125,37 @@ fn finish_profile(
     }
 }
 
-fn summarize(trace: &Trace, plan: &PlanFile, plan_millis: f64) -> Summary {
+/// What a pass's summary says of its trace, taken before the trace is dropped.
+struct TraceCounts {
+    allocations: u64,
+    reallocs: u64,
+    events: u64,
+    scopes: u64,
+}
+
+impl TraceCounts {
+    fn of(trace: &Trace) -> TraceCounts {
+        TraceCounts {
+            allocations: trace.allocations.len() as u64,
+            reallocs: trace
+                .allocations
+                .iter()
+                .filter(|a| a.realloc_parent.is_some())
+                .count() as u64,
+            events: trace.events,
+            scopes: trace.scopes.len() as u64,
+        }
+    }
+}
+
+fn summarize(counts: &TraceCounts, plan: &PlanFile, plan_millis: f64) -> Summary {
     Summary {
-        allocations: trace.allocations.len() as u64,
+        allocations: counts.allocations,
         planned: plan.slots.iter().filter(|s| s.offset.is_some()).count() as u64,
         escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64,
-        reallocs: trace
-            .allocations
-            .iter()
-            .filter(|a| a.realloc_parent.is_some())
-            .count() as u64,
-        events: trace.events,
-        scopes: trace.scopes.len() as u64,
+        reallocs: counts.reallocs,
+        events: counts.events,
+        scopes: counts.scopes,
         height: plan.height,
         lower_bound: plan.lower_bound,
         naive: plan.naive,
