@@ -96,6 +96,7 @@ mod region;
 mod registry;
 mod replay;
 mod report;
+mod run_stack;
 mod slab;
 pub mod stats;
 mod sync;

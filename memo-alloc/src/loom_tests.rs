@@ -21,7 +21,8 @@
 //! its slot) fails `free_stops_at_its_run`;
 //! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
-//! removing either `SeqCst` fence of `reclaim.rs` fails `publication`.
+//! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
+//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`.
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ use crate::compile::CompiledPlan;
 use crate::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
 use crate::replay;
+use crate::run_stack::{Run, RunStack};
 use crate::slab::{Instance, Slabs};
 use crate::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 
@@ -347,6 +349,42 @@ fn publication_and_eviction() {
         match entry.state() {
             KeyState::Unplanned | KeyState::Profiling(_) => {}
             KeyState::Planned(p) | KeyState::Stale(p) => assert!(!p.is_null()),
+        }
+    });
+}
+
+/// Own blocks freed on two threads while a carve takes the stack of runs given back
+/// (`run_stack.rs`): every run is taken exactly once, with the chunk count it was pushed
+/// with, and its node is read only after it was written.
+#[test]
+fn run_stack_hands_every_run_over_once() {
+    model(|| {
+        let stack = Arc::new(RunStack::new());
+        let nodes: Vec<usize> = (0..2)
+            .map(|_| Box::into_raw(Box::new(std::mem::MaybeUninit::<Run>::uninit())) as usize)
+            .collect();
+        let pushers: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| {
+                let stack = stack.clone();
+                // SAFETY: each node is a fresh box, given to the stack once.
+                thread::spawn(move || unsafe { stack.push(node as *mut Run, i + 1) })
+            })
+            .collect();
+        let mut taken: Vec<(usize, usize)> =
+            stack.take_all().map(|(r, c)| (r as usize, c)).collect();
+        for p in pushers {
+            p.join().unwrap();
+        }
+        taken.extend(stack.take_all().map(|(r, c)| (r as usize, c)));
+        taken.sort_unstable();
+        let mut expected = vec![(nodes[0], 1), (nodes[1], 2)];
+        expected.sort_unstable();
+        assert_eq!(taken, expected);
+        for node in nodes {
+            // SAFETY: the boxes made above, each freed once; the stack is done with them.
+            drop(unsafe { Box::from_raw(node as *mut std::mem::MaybeUninit<Run>) });
         }
     });
 }

@@ -10,6 +10,8 @@
 use std::ptr;
 
 use crate::geometry::{chunks_for, CHUNK, CHUNK_SHIFT, PAGE};
+#[cfg(not(loom))]
+use crate::run_stack::RunStack;
 use crate::sync::{plain, LockId, Ordering, SpinLock};
 
 /// Chunks in the largest region (64 GiB).
@@ -154,17 +156,9 @@ pub(crate) fn release(base: *mut u8, chunks: usize) {
     }
 }
 
-/// A run of chunks given back without the lock ([`release_later`]); written in the run's
-/// first bytes.
+/// Runs given back by [`release_later`], not yet returned to the region.
 #[cfg(not(loom))]
-struct Deferred {
-    next: *mut Deferred,
-    chunks: usize,
-}
-
-/// Runs given back by [`release_later`], not yet returned to the region (a stack).
-#[cfg(not(loom))]
-static DEFERRED: plain::AtomicPtr<Deferred> = plain::AtomicPtr::new(ptr::null_mut());
+static DEFERRED: RunStack = RunStack::new();
 
 /// Returns the `chunks` chunks at `base` (carved, owned by the caller, unused by anyone)
 /// without taking [`LOCK`]: their pages go back to the OS now, apart from the first,
@@ -186,30 +180,16 @@ pub(crate) unsafe fn release_later(base: *mut u8, chunks: usize) {
             libc::MADV_DONTNEED,
         );
     }
-    let node = base.cast::<Deferred>();
-    let mut head = DEFERRED.load(Ordering::Relaxed);
-    loop {
-        // SAFETY: the run's first page is the caller's, chunk-aligned (so aligned for a
-        // `Deferred`), and from now on only the stack reaches it.
-        unsafe { node.write(Deferred { next: head, chunks }) };
-        match DEFERRED.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(h) => head = h,
-        }
-    }
+    // SAFETY: the run's first page is the caller's, chunk-aligned (so aligned for a
+    // `Run`), and from now on only the stack reaches it.
+    unsafe { DEFERRED.push(base.cast(), chunks) };
 }
 
 /// Returns every run on the deferred stack to the region. The caller holds [`LOCK`].
 #[cfg(not(loom))]
 fn release_deferred() {
-    // Taking the whole stack at once: no node is popped while another thread reads it.
-    let mut node = DEFERRED.swap(ptr::null_mut(), Ordering::Acquire);
-    while !node.is_null() {
-        // SAFETY: pushed by `release_later`, which wrote it before publishing it (Release,
-        // paired with the Acquire swap); nothing else reaches it now.
-        let Deferred { next, chunks } = unsafe { node.read() };
-        release(node.cast(), chunks);
-        node = next;
+    for (run, chunks) in DEFERRED.take_all() {
+        release(run.cast(), chunks);
     }
 }
 
