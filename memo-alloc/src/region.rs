@@ -193,8 +193,10 @@ fn release_deferred() {
     }
 }
 
-/// Gives the pages of `[start, end)` (a range inside a slab no one uses) back to the OS:
-/// they read as zero afterwards. Returns the bytes returned (whole pages inside the range).
+/// Gives the pages of `[start, end)` back to the OS: they read as zero afterwards. The
+/// range is the caller's, and no one reads it before writing it again (a slab range no
+/// live slot covers, a buffer's spare capacity). Returns the bytes returned (whole pages
+/// inside the range).
 pub(crate) fn return_pages(start: *mut u8, end: *mut u8) -> u64 {
     let first = (start as usize).next_multiple_of(PAGE);
     let last = (end as usize) / PAGE * PAGE;
@@ -202,8 +204,8 @@ pub(crate) fn return_pages(start: *mut u8, end: *mut u8) -> u64 {
         return 0;
     }
     #[cfg(not(loom))]
-    // SAFETY: the caller owns `[start, end)` (a slab range no live slot covers) and no
-    // thread reads it until it is handed out again; MADV_DONTNEED drops its pages.
+    // SAFETY: the caller owns `[start, end)` and no thread reads it before writing it;
+    // MADV_DONTNEED drops its pages (whole pages inside the range only).
     unsafe {
         libc::madvise(
             first as *mut libc::c_void,
