@@ -18,8 +18,8 @@ const ALLOCATORS: [&str; 7] = [
 ];
 
 fn bench(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_memo-bench"))
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memo-bench"));
+    cmd.args(args)
         .args([
             "--format",
             "json",
@@ -29,15 +29,19 @@ fn bench(args: &[&str]) -> Value {
             "--warmup",
             "2",
         ])
-        .env_remove("MEMO_BENCH_ALLOCATOR")
-        .output()
-        .expect("memo-bench runs");
+        .env_remove("MEMO_BENCH_ALLOCATOR");
+    serde_json::from_str(&stdout_of(&mut cmd)).expect("JSON on stdout")
+}
+
+/// Runs `cmd`, asserts it succeeded, and returns its stdout.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("memo-bench runs");
     assert!(
         out.status.success(),
         "memo-bench failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
@@ -206,18 +210,11 @@ fn candle_models_agree_across_allocators_and_show_their_helper_threads() {
 
 /// Runs one cell in a child process, as the parent does, and returns its JSON report.
 fn child(allocator: &str, spec: &str) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_memo-bench"))
-        .args(["child", spec])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memo-bench"));
+    cmd.args(["child", spec])
         .env("MEMO_BENCH_ALLOCATOR", allocator)
-        .env_remove("MEMO_TRACE_DIR")
-        .output()
-        .expect("memo-bench child runs");
-    assert!(
-        out.status.success(),
-        "memo-bench child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .env_remove("MEMO_TRACE_DIR");
+    let stdout = stdout_of(&mut cmd);
     let line = stdout.lines().last().expect("a JSON line");
     serde_json::from_str(line).expect("JSON cell result")
 }
@@ -227,7 +224,8 @@ fn measured_passes_start_with_a_warm_instance_per_thread() {
     // The settling passes of all threads hold their instances at once, so the measured
     // passes (concurrent) start with one warm instance per thread. When one settling pass
     // ended before the other began, both warmed the same instance and the first
-    // concurrent measured pass faulted a new one in (about 500 faults on resnet50:s96; without the overlap, this failed 7 times in 10).
+    // concurrent measured pass faulted a new one in (about 500 faults on resnet50:s96).
+    // Without the overlap, this test failed 7 times in 10.
     for _ in 0..8 {
         let v = child(
             "memo",
