@@ -53,14 +53,10 @@ static QUEUE: SpinCell<Queue> = SpinCell::new(
     },
 );
 
-thread_local! {
-    /// Set on the planner thread (so benchmarks can tell the allocator's own thread).
-    static IS_PLANNER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread is the allocator's planner thread.
+/// Whether the calling thread is the allocator's planner thread (so benchmarks can tell
+/// the allocator's own thread).
 pub fn is_planner_thread() -> bool {
-    IS_PLANNER.try_with(|p| p.get()).unwrap_or(false)
+    tls::is_own_thread()
 }
 
 /// Plans `job`, now (inline planning) or on the planner thread; `false` (the job
@@ -144,7 +140,6 @@ fn start() {
 
 /// The planner thread's loop.
 fn work() {
-    let _ = IS_PLANNER.try_with(|p| p.set(true));
     tls::mark_own_thread();
     let me = std::thread::current();
     QUEUE.with(|q| {

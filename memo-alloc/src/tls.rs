@@ -85,6 +85,11 @@ pub(crate) fn own_work() -> bool {
     with(|s| s.busy.get() > 0 || s.own_thread.get(), false)
 }
 
+/// Whether this is the allocator's own thread (the planner).
+pub(crate) fn is_own_thread() -> bool {
+    with(|s| s.own_thread.get(), false)
+}
+
 /// Marks this thread as the allocator's own (the planner thread, at its start).
 pub(crate) fn mark_own_thread() {
     with(|s| s.own_thread.set(true), ());
