@@ -13,7 +13,8 @@
 //!   a live slot's index is in the words of every group it covers, so slot `i` may be
 //!   handed out exactly when those words are all empty (any live slot overlapping `i`
 //!   covers the group at `i`'s start or one inside `i`'s range).
-//! - A free finds its slot's first group by offset through an open-addressing table.
+//! - A free finds its slot's first group by offset through a radix directory over the
+//!   sorted group offsets ([`GroupIndex`]).
 //!
 //! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
 //! every count is bounded before a table is sized from it, and every table is linear in
@@ -27,6 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::geometry::offset_align;
+use crate::group_index::GroupIndex;
 use crate::hash::name_hash;
 use crate::sync::{AtomicU32, AtomicU8, Ordering};
 use crate::trace::PlanFile;
@@ -200,8 +202,9 @@ pub(crate) struct CompiledPlan {
     /// Per slot: the plan's pass-end count when a replayed pass last ended with the slot
     /// live (0: never). Apart from the slots, which the allocation path reads.
     outlived_at: Box<[AtomicU32]>,
-    pub(crate) group_offsets: Vec<u64>,
-    offset_table: Vec<(u64, u32)>,
+    /// Number of address groups.
+    groups: usize,
+    group_index: GroupIndex,
     /// Replayed passes ended (the clock of `Slot::outlived_at`).
     pass_ends: AtomicU32,
 }
@@ -417,20 +420,6 @@ fn build_groups(slots: &mut [Slot]) -> (Vec<u64>, u64) {
     (offsets, demoted)
 }
 
-/// Offset -> group table for frees (open addressing, at most half full).
-fn offset_table(offsets: &[u64]) -> Vec<(u64, u32)> {
-    let cap = (offsets.len() * 2).next_power_of_two().max(8);
-    let mut table = vec![(u64::MAX, 0u32); cap];
-    for (g, &off) in offsets.iter().enumerate() {
-        let mut i = offset_slot(off, cap);
-        while table[i].0 != u64::MAX {
-            i = (i + 1) & (cap - 1);
-        }
-        table[i] = (off, g as u32);
-    }
-    table
-}
-
 impl CompiledPlan {
     /// Builds the tables; rejects inconsistent or oversized documents before sizing any
     /// table from them.
@@ -455,7 +444,7 @@ impl CompiledPlan {
             })
             .collect();
         let (group_offsets, _demoted) = build_groups(&mut slots);
-        let offset_table = offset_table(&group_offsets);
+        let group_index = GroupIndex::new(&group_offsets);
         let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
         Ok(CompiledPlan {
             key: file.key.as_str().into(),
@@ -465,8 +454,8 @@ impl CompiledPlan {
             cursors,
             slots,
             outlived_at,
-            group_offsets,
-            offset_table,
+            groups: group_offsets.len(),
+            group_index,
             pass_ends: AtomicU32::new(0),
         })
     }
@@ -478,7 +467,7 @@ impl CompiledPlan {
 
     /// Number of address groups.
     pub(crate) fn groups(&self) -> usize {
-        self.group_offsets.len()
+        self.groups
     }
 
     /// The first node of the `(parent, name)` group and the group's size.
@@ -514,18 +503,7 @@ impl CompiledPlan {
     /// The address group starting exactly at `offset`.
     #[inline]
     pub(crate) fn group_at(&self, offset: u64) -> Option<u32> {
-        let cap = self.offset_table.len();
-        let mut i = offset_slot(offset, cap);
-        loop {
-            let (o, g) = self.offset_table[i];
-            if o == offset {
-                return Some(g);
-            }
-            if o == u64::MAX {
-                return None;
-            }
-            i = (i + 1) & (cap - 1);
-        }
+        self.group_index.group_at(offset)
     }
 
     /// Notes that a replayed pass ended; returns the pass-end clock for
@@ -563,11 +541,6 @@ impl CompiledPlan {
             .filter(|s| s.flag_bits() & DEMOTED != 0)
             .count() as u64
     }
-}
-
-#[inline]
-fn offset_slot(offset: u64, cap: usize) -> usize {
-    (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (cap - 1)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -649,7 +622,7 @@ mod tests {
     #[test]
     fn address_groups_and_the_runs_slots_cover() {
         let c = CompiledPlan::compile(&file()).unwrap();
-        assert_eq!(c.group_offsets, vec![0, 64, 128, 160]);
+        assert_eq!(c.groups(), 4);
         let root = &c.slots[c.slot_index(0, 0).unwrap() as usize];
         assert_eq!((root.group, root.group_end), (0, 4));
         // The slot at 160 covers its own group only; the 128-byte slot at 128 covers 128
@@ -661,7 +634,7 @@ mod tests {
             .map(|s| (s.group, s.group_end))
             .collect();
         assert!(runs.contains(&(3, 4)) && runs.contains(&(2, 4)), "{runs:?}");
-        for (g, &o) in c.group_offsets.iter().enumerate() {
+        for (g, o) in [0, 64, 128, 160].into_iter().enumerate() {
             assert_eq!(c.group_at(o), Some(g as u32));
         }
         assert_eq!(c.group_at(8), None);

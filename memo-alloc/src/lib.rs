@@ -79,6 +79,7 @@ mod fallible;
 pub mod files;
 mod fork;
 mod geometry;
+mod group_index;
 mod hash;
 mod lifecycle;
 mod live_table;
