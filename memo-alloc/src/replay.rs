@@ -359,7 +359,7 @@ pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
     // Acquire: a free on another thread happens-before we reuse its memory. A live slot
     // overlapping this one holds the word of this slot's first group (it covers this
     // slot's start) or of a group starting inside it.
-    if words.iter().any(|o| o.load(Ordering::Acquire) != EMPTY) {
+    if !all_empty(words) {
         return false;
     }
     // Release pairs with nothing on the hand-out side; it keeps the occupant's stores
@@ -368,6 +368,30 @@ pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
         o.store(index, Ordering::Release);
     }
     true
+}
+
+/// Words a hand-out checks together: one branch per chunk. Most slots cover a word or
+/// two, but the few over hundreds of groups hold most of the words: on candle's
+/// MobileNetV4 plan, slots of more than 256 groups are 2% of the slots and 70% of the
+/// words (up to 42,000 each).
+const CHUNK: usize = 8;
+
+/// Whether every word is [`EMPTY`] (each loaded with Acquire). `EMPTY` is all ones, so a
+/// chunk is all empty exactly when the AND of its words is.
+#[inline(always)]
+fn all_empty(words: &[AtomicU32]) -> bool {
+    const { assert!(EMPTY == u32::MAX) };
+    let empty = |o: &AtomicU32| o.load(Ordering::Acquire) == EMPTY;
+    if words.len() < CHUNK {
+        return words.iter().all(empty); // most slots: the hit path as it was
+    }
+    let (chunks, rest) = words.split_at(words.len() / CHUNK * CHUNK);
+    chunks.chunks_exact(CHUNK).all(|chunk| {
+        chunk
+            .iter()
+            .fold(EMPTY, |a, o| a & o.load(Ordering::Acquire))
+            == EMPTY
+    }) && rest.iter().all(empty)
 }
 
 /// The occupant words of the groups `slot` covers.
@@ -644,6 +668,23 @@ mod tests {
             any::<usize>().prop_map(Edit::Delete),
             (any::<usize>(), any::<bool>()).prop_map(|(i, up)| Edit::Resize(i, up)),
         ]
+    }
+
+    /// Occupant words from values.
+    fn words(values: &[u32]) -> Vec<AtomicU32> {
+        values.iter().map(|&v| AtomicU32::new(v)).collect()
+    }
+
+    #[test]
+    fn a_claim_sees_any_occupied_word() {
+        for len in [1usize, 7, 8, 9, 24, 1000] {
+            assert!(all_empty(&words(&vec![EMPTY; len])));
+            for at in [0, len / 2, len - 1] {
+                let mut v = vec![EMPTY; len];
+                v[at] = 5;
+                assert!(!all_empty(&words(&v)), "len {len}, word {at}");
+            }
+        }
     }
 
     proptest! {
