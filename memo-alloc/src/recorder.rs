@@ -572,37 +572,50 @@ impl Recorder {
 }
 
 /// Symbol names of the frames, skipping the allocator's own and std's allocation glue.
+/// An address inside inlined code resolves to several names, the innermost first: each
+/// is a frame of the call site (in a release build the program's own function is often
+/// the outer name of an address whose innermost is `alloc::raw_vec`).
 fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
     let mut out = Vec::new();
     for ip in ips {
-        let mut name = None;
+        let mut names = Vec::new();
         backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
-            if name.is_none() {
-                name = sym.name().map(|n| format!("{n:#}"));
-            }
+            names.push(
+                sym.name()
+                    .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}")),
+            );
         });
-        let name = name.unwrap_or_else(|| format!("{ip:#x}"));
-        let internal = [
-            "memo_alloc::",
-            "backtrace::",
-            "__rust_",
-            "__rustc::",
-            "alloc::alloc::",
-            "alloc::raw_vec",
-            "<memo_alloc::",
-        ]
-        .iter()
-        .any(|p| name.starts_with(p))
-            // The allocator's thread-local access, above the first frame kept.
-            || (out.is_empty() && name.starts_with("std::thread::local::"));
-        if !internal {
-            out.push(name);
+        if names.is_empty() {
+            names.push(format!("{ip:#x}"));
         }
-        if out.len() >= FRAMES {
-            break;
+        for name in names {
+            if !is_internal(&name, out.is_empty()) {
+                out.push(name);
+            }
+            if out.len() >= FRAMES {
+                return out;
+            }
         }
     }
     out
+}
+
+/// Whether a frame is the allocator's own or std's allocation glue (`first`: no frame
+/// kept yet).
+fn is_internal(name: &str, first: bool) -> bool {
+    let internal = [
+        "memo_alloc::",
+        "backtrace::",
+        "__rust_",
+        "__rustc::",
+        "alloc::alloc::",
+        "alloc::raw_vec",
+        "<memo_alloc::",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p));
+    // The allocator's thread-local access, above the first frame kept.
+    internal || (first && name.starts_with("std::thread::local::"))
 }
 
 #[cfg(all(test, not(loom)))]
