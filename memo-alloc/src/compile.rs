@@ -202,8 +202,6 @@ pub(crate) struct CompiledPlan {
     /// Per slot: the plan's pass-end count when a replayed pass last ended with the slot
     /// live (0: never). Apart from the slots, which the allocation path reads.
     outlived_at: Box<[AtomicU32]>,
-    /// Number of address groups.
-    groups: usize,
     group_index: GroupIndex,
     /// Replayed passes ended (the clock of `Slot::outlived_at`).
     pass_ends: AtomicU32,
@@ -454,7 +452,6 @@ impl CompiledPlan {
             cursors,
             slots,
             outlived_at,
-            groups: group_offsets.len(),
             group_index,
             pass_ends: AtomicU32::new(0),
         })
@@ -467,7 +464,7 @@ impl CompiledPlan {
 
     /// Number of address groups.
     pub(crate) fn groups(&self) -> usize {
-        self.groups
+        self.group_index.len()
     }
 
     /// The first node of the `(parent, name)` group and the group's size.

@@ -77,6 +77,11 @@ impl GroupIndex {
         Some((lo + at) as u32)
     }
 
+    /// Number of groups.
+    pub(crate) fn len(&self) -> usize {
+        self.within.len()
+    }
+
     /// Most groups in one bucket.
     #[cfg(test)]
     pub(crate) fn largest_bucket(&self) -> u32 {

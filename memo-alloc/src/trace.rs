@@ -167,12 +167,14 @@ impl Trace {
     pub fn chains(&self) -> Vec<Chain> {
         let n = self.allocations.len();
         let mut root_of: Vec<u32> = (0..n as u32).collect();
+        // The allocation an allocation continues, if an earlier one.
+        let earlier_parent = |a: &TraceAlloc| a.realloc_parent.filter(|&p| p < a.id);
         // Exactly one chain per allocation that does not continue an earlier one: sized
         // up front, as a pass can hold hundreds of thousands.
         let roots = self
             .allocations
             .iter()
-            .filter(|a| !matches!(a.realloc_parent, Some(p) if p < a.id && (a.id as usize) < n))
+            .filter(|a| (a.id as usize) < n && earlier_parent(a).is_none())
             .count();
         let mut chains: Vec<Chain> = Vec::with_capacity(roots);
         let mut chain_of_root: Vec<u32> = vec![u32::MAX; n];
@@ -181,10 +183,7 @@ impl Trace {
             if idx >= n {
                 continue;
             }
-            let root = match a.realloc_parent {
-                Some(p) if (p as usize) < idx => root_of[p as usize],
-                _ => a.id,
-            };
+            let root = earlier_parent(a).map_or(a.id, |p| root_of[p as usize]);
             root_of[idx] = root;
             let c = chain_of_root[root as usize];
             if c == u32::MAX {
@@ -405,7 +404,7 @@ impl Trace {
         self.chains()
             .into_iter()
             .map(|c| c.widened(seen))
-            .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN && keep(c))
+            .filter(|c| c.plannable() && keep(c))
             .collect()
     }
 
@@ -470,6 +469,12 @@ pub(crate) struct Seen {
 }
 
 impl Chain {
+    /// Whether the allocator plans the chain: it does not escape the pass and a slab can
+    /// honour its alignment.
+    fn plannable(&self) -> bool {
+        !self.escaping && self.align <= MAX_PLANNED_ALIGN
+    }
+
     /// The chain with its size and alignment raised to what `seen` holds for its root.
     fn widened(mut self, seen: &[Option<Seen>]) -> Chain {
         if let Some(Some(s)) = seen.get(self.root as usize) {
@@ -595,15 +600,15 @@ impl PlanInputs {
         let (mut height, mut lower_bound, mut naive) = (0u64, 0u64, 0u64);
         for k in 0..self.contexts {
             let planned = || {
-                (0u32..).zip(&self.chains).filter(move |(_, (c, ctx))| {
-                    *ctx == k && !c.escaping && c.align <= MAX_PLANNED_ALIGN
-                })
+                (0u32..)
+                    .zip(&self.chains)
+                    .filter(move |(_, (c, ctx))| *ctx == k && c.plannable())
             };
             let indices: Vec<u32> = planned().map(|(i, _)| i).collect();
-            let problem = problem_of(planned().map(|(_, (c, _))| c), false);
             if indices.is_empty() {
                 continue;
             }
+            let problem = problem_of(planned().map(|(_, (c, _))| c), false);
             let plan: OffsetPlan = crate::offsets::plan(strategy, &problem);
             let base = align_up(
                 height,

@@ -42,8 +42,8 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     let compute = Compute::from_scale(spec.compute);
     let threads = spec.threads.max(1);
     // Warm-up done -> the main thread waits for memo's plans -> one settling pass per
-    // thread, all inside their passes at once -> the main thread takes the "before" snapshot -> go -> measured passes ->
-    // end. The settling pass is the first one replayed from a freshly published plan: it
+    // thread, all inside their passes at once -> the main thread takes the "before"
+    // snapshot -> go -> measured passes -> end. The settling pass is the first one replayed from a freshly published plan: it
     // faults the thread's slab in, which later passes never do again, so it is not
     // measured (every allocator runs it, so all run as many passes).
     let barrier = Barrier::new(threads + 1);
