@@ -21,12 +21,16 @@
 //! its slot) fails `free_stops_at_its_run`;
 //! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
+//! `free` reading its run's next word after clearing the run's first (so after the
+//! slot is seen free) fails `free_then_reclaim`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
 //! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use loom::cell::UnsafeCell;
+use loom::sync::atomic::AtomicBool;
 use loom::thread;
 
 use crate::compile::CompiledPlan;
@@ -38,11 +42,42 @@ use crate::slab::{Instance, Slabs};
 use crate::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    // One model at a time: the models share the process's region and idle lists, so two
+    // explored in parallel would see each other's state (loom requires determinism).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
         b.preemption_bound = Some(3);
     }
-    b.check(f);
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    b.check(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f()
+    });
+    let runs = runs.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("loom explored {runs} interleavings");
+    assert!(runs > 1, "loom explored one interleaving only: see `spawn`");
+}
+
+/// Spawns a model thread whose first operation is a store the spawning thread loads
+/// right after. loom 0.7 explores no other interleaving when a new thread's first
+/// operation is an atomic load that does not conflict with its spawner's next one
+/// (tokio-rs/loom#392): the slot hand-off models, whose threads start by loading the
+/// instance's base, each ran one interleaving only. The conflicting pair gives its
+/// partial-order reduction a race to backtrack on. (Yielding after the spawn instead
+/// would run the new thread's first operation first in every interleaving.)
+/// [`model`] asserts that more than one interleaving was explored.
+fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> thread::JoinHandle<T> {
+    let started = Arc::new(AtomicBool::new(false));
+    let seen = started.clone();
+    let handle = thread::spawn(move || {
+        started.store(true, Ordering::Relaxed);
+        f()
+    });
+    seen.load(Ordering::Relaxed);
+    handle
 }
 
 /// Slot 0: bytes 0..64 (group 0); slot 1: bytes 32..64 (group 1), covered by group 0.
@@ -144,7 +179,7 @@ fn free_elsewhere(inst: *mut Instance, mem: &Arc<Memory>) -> thread::JoinHandle<
     // SAFETY: the caller holds the instance (it has a block while slot 0 is live).
     let shared = Shared(inst, unsafe { (*inst).base() });
     let m = mem.clone();
-    thread::spawn(move || {
+    spawn(move || {
         let Shared(inst, p) = shared;
         m.write(0);
         // SAFETY: `p` is slot 0's live pointer, freed once.
@@ -188,7 +223,7 @@ fn free_stops_at_its_run() {
         ));
         // SAFETY: the caller holds the instance.
         let shared = Shared(inst, unsafe { (*inst).base() });
-        let freer = thread::spawn(move || {
+        let freer = spawn(move || {
             let Shared(inst, p) = shared;
             // SAFETY: `p` is slot 0's live pointer, freed once.
             unsafe { replay::free(inst.cast(), p) };
@@ -199,6 +234,37 @@ fn free_stops_at_its_run() {
         );
         freer.join().unwrap();
         assert!(!try_claim(&slabs.plan, inst, 2, &mem), "slot 1 is live");
+    });
+}
+
+/// A plan may be freed the moment its last live slot is seen free: the free of that slot
+/// on another thread must not touch the instance after the store that makes it free.
+/// Slot 0 (bytes 0..32) is freed on another thread while the owner puts the instance
+/// back, retires the plan and frees it; the word after slot 0's run (slot 1's group) is
+/// where a free that reads one word past its run would read freed memory.
+#[test]
+fn free_then_reclaim() {
+    model(|| {
+        let slabs = Box::into_raw(Slabs::new(plan_of(&[(0, 32), (32, 32)]), 1).unwrap());
+        // SAFETY: freed below only once retired, after its last use here.
+        let s = unsafe { &*slabs };
+        let inst = acquire(s).unwrap();
+        // SAFETY: the instance lives as long as its pool.
+        assert!(replay::claim(unsafe { &*inst }, 0, &s.plan.slots[0]));
+        // SAFETY: the caller holds the instance.
+        let shared = Shared(inst, unsafe { (*inst).base() });
+        let freer = spawn(move || {
+            let Shared(inst, p) = shared;
+            // SAFETY: `p` is slot 0's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        // SAFETY: acquired above; this pass is over.
+        unsafe { s.release(inst, false, false) };
+        if s.try_retire() {
+            // SAFETY: retired: no pass holds an instance and no slot is live.
+            drop(unsafe { Box::from_raw(slabs) });
+        }
+        freer.join().unwrap();
     });
 }
 
@@ -213,7 +279,7 @@ fn pool() {
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
         let freer = free_elsewhere(inst, &mem);
         let m = mem.clone();
-        let reuser = thread::spawn(move || {
+        let reuser = spawn(move || {
             if let Some(i) = acquire(slabs) {
                 try_claim(&slabs.plan, i, 1, &m);
                 // SAFETY: acquired here; the pass is over. (Slot 1 may stay live: the
@@ -277,7 +343,7 @@ fn publication() {
     model(|| {
         let (entry, reclaimer) = planned_key();
         let a = entry.state().plan();
-        let reader = thread::spawn(move || read_and_use(entry));
+        let reader = spawn(move || read_and_use(entry));
         assert!(entry.mark_stale(a) && entry.begin_profile());
         // SAFETY: a fresh plan, given to the key (only the profiler publishes).
         unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
@@ -328,17 +394,17 @@ fn publication_and_eviction() {
     model(|| {
         let (entry, reclaimer) = planned_key();
         let a = entry.state().plan();
-        let replanner = thread::spawn(move || {
+        let replanner = spawn(move || {
             entry.mark_stale(a);
             if entry.begin_profile() {
                 // SAFETY: a fresh plan, given to the key (only the profiler publishes).
                 unsafe { entry.publish(new_plan(), reclaimer).unwrap() };
             }
         });
-        let evictor = thread::spawn(move || {
+        let evictor = spawn(move || {
             entry.evict(reclaimer);
         });
-        let reader = thread::spawn(move || read_and_use(entry));
+        let reader = spawn(move || read_and_use(entry));
         reclaimer.reclaim();
         replanner.join().unwrap();
         evictor.join().unwrap();
@@ -369,7 +435,7 @@ fn run_stack_hands_every_run_over_once() {
             .map(|(i, &node)| {
                 let stack = stack.clone();
                 // SAFETY: each node is a fresh box, given to the stack once.
-                thread::spawn(move || unsafe { stack.push(node as *mut Run, i + 1) })
+                spawn(move || unsafe { stack.push(node as *mut Run, i + 1) })
             })
             .collect();
         let mut taken: Vec<(usize, usize)> =

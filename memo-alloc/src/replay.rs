@@ -448,6 +448,12 @@ unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
 /// word is cleared). So a free reads no slot: on a plan larger than the cache, the slot
 /// table is where a free missed.
 ///
+/// The run's first word is cleared last, and nothing of the instance is read after it:
+/// a slot counts as live while its first word holds it (`Instance::any_live`), and once
+/// none is live the plan may be retired and its instances freed by another thread.
+/// (Clearing from the first word on, the loop read the word past the run after the slot
+/// had been seen free: the loom model `free_then_reclaim`.)
+///
 /// # Safety
 /// As [`live_slot`].
 #[inline]
@@ -456,11 +462,14 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     let Some(live) = (unsafe { live_slot(inst, p) }) else {
         return;
     };
-    let mut cleared = 0;
+    let Some((first, rest)) = live.occupant.get(live.group..).and_then(<[_]>::split_first) else {
+        return; // `live_slot` read the first word: not reached
+    };
+    let mut cleared = 1;
     // Acquire loads, as the first one: the owner's stores of this slot happen-before.
     // Release stores: the program's accesses to the slot happen-before the reuse of any
     // part of it (a hand-out checks every word it covers with Acquire).
-    for o in live.occupant.get(live.group..).unwrap_or_default() {
+    for o in rest {
         if o.load(Ordering::Acquire) != live.index {
             break;
         }
@@ -473,6 +482,8 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
         }),
         "a free clears exactly the words its slot covers"
     );
+    // Last: from here on the instance may be freed.
+    first.store(EMPTY, Ordering::Release);
 }
 
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
