@@ -21,6 +21,9 @@
 //! its slot) fails `free_stops_at_its_run`;
 //! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
+//! a hand-out not checking its first group's block word fails `whole_block_hand_off`,
+//! and a slot not storing itself in the blocks it covers whole fails
+//! `hand_off_to_a_whole_block` (the hand-out inside the block is then not refused);
 //! `free` reading its run's next word after clearing the run's first (so after the
 //! slot is seen free) fails `free_then_reclaim`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
@@ -33,7 +36,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicBool;
 use loom::thread;
 
-use crate::compile::CompiledPlan;
+use crate::compile::{CompiledPlan, Slot};
 use crate::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
 use crate::replay;
@@ -100,7 +103,7 @@ fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
         version: FORMAT_VERSION,
         key: "loom".into(),
         strategy: "test".into(),
-        height: 64,
+        height: slots.iter().map(|s| s.0 + s.1).max().unwrap_or(0),
         lower_bound: 64,
         naive: slots.iter().map(|s| s.1).sum(),
         scopes: vec![TraceScope {
@@ -119,27 +122,25 @@ fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
     CompiledPlan::compile(&file).expect("a valid plan")
 }
 
-/// The two 32-byte halves of a slab: slot 0 spans both, slot 1 the second.
-struct Memory([UnsafeCell<u32>; 2]);
+/// A slab's memory in 32-byte units, each a loom cell.
+struct Memory([UnsafeCell<u32>; 4]);
 
 impl Memory {
     fn new() -> Memory {
-        Memory([UnsafeCell::new(0), UnsafeCell::new(0)])
-    }
-
-    fn halves(slot: u32) -> std::ops::Range<usize> {
-        if slot == 0 {
-            0..2
-        } else {
-            1..2
-        }
+        Memory(std::array::from_fn(|_| UnsafeCell::new(0)))
     }
 
     /// The owner of `slot` uses its memory.
-    fn write(&self, slot: u32) {
-        for h in Memory::halves(slot) {
+    fn write(&self, slot: &Slot) {
+        self.write_at(slot.offset, slot.size);
+    }
+
+    /// The owner of bytes `offset..offset + size` uses them.
+    fn write_at(&self, offset: u64, size: u64) {
+        let units = offset as usize / 32..(offset + size).div_ceil(32) as usize;
+        for cell in &self.0[units] {
             // SAFETY: loom checks the access is ordered after every other one.
-            self.0[h].with_mut(|p| unsafe { *p += 1 });
+            cell.with_mut(|p| unsafe { *p += 1 });
         }
     }
 }
@@ -168,7 +169,7 @@ fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) 
     let inst = unsafe { &*inst };
     let ok = replay::claim(inst, slot, &plan.slots[slot as usize]);
     if ok {
-        mem.write(slot);
+        mem.write(&plan.slots[slot as usize]);
     }
     ok
 }
@@ -176,13 +177,29 @@ fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) 
 /// Hands slot 0 of `inst` (live, handed out by the caller) to another thread, which uses
 /// its memory and frees it.
 fn free_elsewhere(inst: *mut Instance, mem: &Arc<Memory>) -> thread::JoinHandle<()> {
-    // SAFETY: the caller holds the instance (it has a block while slot 0 is live).
-    let shared = Shared(inst, unsafe { (*inst).base() });
+    free_slot_elsewhere(inst, 0, mem)
+}
+
+/// Hands slot `slot` of `inst` (live, handed out by the caller) to another thread, which
+/// uses its memory and frees it.
+fn free_slot_elsewhere(
+    inst: *mut Instance,
+    slot: u32,
+    mem: &Arc<Memory>,
+) -> thread::JoinHandle<()> {
+    // SAFETY: the caller holds the instance (it has a block while the slot is live); the
+    // plan outlives it.
+    let (offset, size) = unsafe {
+        let s = &(&*(*inst).plan).slots[slot as usize];
+        (s.offset, s.size)
+    };
+    // SAFETY: as above.
+    let shared = Shared(inst, unsafe { (*inst).base().add(offset as usize) });
     let m = mem.clone();
     spawn(move || {
         let Shared(inst, p) = shared;
-        m.write(0);
-        // SAFETY: `p` is slot 0's live pointer, freed once.
+        m.write_at(offset, size);
+        // SAFETY: `p` is the slot's live pointer, freed once.
         unsafe { replay::free(inst.cast(), p) };
     })
 }
@@ -268,6 +285,52 @@ fn free_then_reclaim() {
     });
 }
 
+/// Slot 0 covers all four groups of the slab, the second block of two groups whole
+/// (blocks of 2 groups under loom): it holds that block's word, not its groups'. Slot 1
+/// is a group inside that block, slot 2 the group before it.
+fn whole_block_plan() -> CompiledPlan {
+    plan_of(&[(0, 128), (64, 32), (32, 32), (96, 32)])
+}
+
+/// A slot over a whole block is freed on another thread while the owner hands out a slot
+/// inside that block: the hand-out sees the block word until the free, and its use of
+/// the memory comes after the free's.
+#[test]
+fn whole_block_hand_off() {
+    model(|| {
+        let slabs: &'static Slabs = Box::leak(Slabs::new(whole_block_plan(), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = acquire(slabs).unwrap();
+        assert!(try_claim(&slabs.plan, inst, 0, &mem));
+        let freer = free_elsewhere(inst, &mem);
+        let got = try_claim(&slabs.plan, inst, 1, &mem);
+        freer.join().unwrap();
+        if !got {
+            assert!(try_claim(&slabs.plan, inst, 1, &mem), "free after the join");
+        }
+        assert!(!try_claim(&slabs.plan, inst, 0, &mem), "slot 1 is live");
+    });
+}
+
+/// A slot inside a block is freed on another thread while the owner hands out the slot
+/// that covers that block whole: refused until the free, used after it.
+#[test]
+fn hand_off_to_a_whole_block() {
+    model(|| {
+        let slabs: &'static Slabs = Box::leak(Slabs::new(whole_block_plan(), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = acquire(slabs).unwrap();
+        assert!(try_claim(&slabs.plan, inst, 1, &mem));
+        let freer = free_slot_elsewhere(inst, 1, &mem);
+        let got = try_claim(&slabs.plan, inst, 0, &mem);
+        freer.join().unwrap();
+        if !got {
+            assert!(try_claim(&slabs.plan, inst, 0, &mem), "free after the join");
+        }
+        assert!(!try_claim(&slabs.plan, inst, 3, &mem), "slot 0 is live");
+    });
+}
+
 /// The pool: an instance put back with a live slot (pinned) is reused only with that
 /// slot protected, and retired only once it is drained and no pass holds it.
 #[test]
@@ -306,7 +369,7 @@ fn pool() {
             slabs.release(i, false, false);
         }
         assert!(slabs.try_retire(), "drained and idle");
-        mem.write(0);
+        mem.write(&slabs.plan.slots[0]);
     });
 }
 

@@ -35,7 +35,7 @@ use std::alloc::Layout;
 
 use crate::compile::{CompiledPlan, Cursor, Lost, Shrink, Slot, ANCHOR, NO_SLOT, PLANNED, RUN_GAP};
 use crate::context::Context;
-use crate::slab::{Instance, EMPTY};
+use crate::slab::{Instance, BLOCK_SHIFT, EMPTY};
 use crate::stats::MissReason;
 use crate::sync::{AtomicU32, Ordering};
 
@@ -353,21 +353,56 @@ pub(crate) unsafe fn undo(pass: &mut Context) {
 
 /// Hands slot `index` of `inst` out if no live slot overlaps its addresses: the check and
 /// the occupant stores of the owner's side of the hand-off protocol (see `slab`).
+///
+/// A live slot overlapping this one either starts inside it (then it holds the word of a
+/// group this slot covers: its first group's word is never in a block it covers whole)
+/// or covers this slot's first group, and holds that group's word or the block word of
+/// its block. So a hand-out checks the words of the groups it covers and one block word.
+/// It then stores its index in the words of the groups it covers, except that the blocks
+/// it covers whole (after the one it starts in) take one block word each.
 #[inline]
 pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
     let words = covered(&inst.occupant, slot);
-    // Acquire: a free on another thread happens-before we reuse its memory. A live slot
-    // overlapping this one holds the word of this slot's first group (it covers this
-    // slot's start) or of a group starting inside it.
-    if !all_empty(words) {
+    let block = block_of(&inst.spanning, slot.group as usize);
+    // Acquire: a free on another thread happens-before we reuse its memory.
+    if block.load(Ordering::Acquire) != EMPTY || !all_empty(words) {
         return false;
     }
     // Release pairs with nothing on the hand-out side; it keeps the occupant's stores
     // after the checks above in the eyes of a thread that later frees the pointer.
-    for o in words {
-        o.store(index, Ordering::Release);
+    let store = |o: &AtomicU32| o.store(index, Ordering::Release);
+    let whole = whole_blocks(slot);
+    if whole.is_empty() {
+        words.iter().for_each(store); // nearly every slot
+        return true;
     }
+    let (group, head_end, tail) = (
+        slot.group as usize,
+        whole.start << BLOCK_SHIFT,
+        whole.end << BLOCK_SHIFT,
+    );
+    words[..head_end - group].iter().for_each(store);
+    // SAFETY: `whole_blocks` ends at or before the block of the slot's last group.
+    unsafe { inst.spanning.get_unchecked(whole) }
+        .iter()
+        .for_each(store);
+    words[tail - group..].iter().for_each(store);
     true
+}
+
+/// The blocks `slot` covers whole after the one it starts in (empty for nearly all).
+#[inline(always)]
+fn whole_blocks(slot: &Slot) -> std::ops::Range<usize> {
+    ((slot.group as usize >> BLOCK_SHIFT) + 1)..(slot.group_end as usize >> BLOCK_SHIFT)
+}
+
+/// The block word of group `group`'s block.
+#[inline(always)]
+fn block_of(spanning: &[AtomicU32], group: usize) -> &AtomicU32 {
+    debug_assert!(group >> BLOCK_SHIFT < spanning.len());
+    // SAFETY: `group` is a group of the plan (`covered`'s assertion), and there is a
+    // block word for each block of groups (`slab::blocks_of`).
+    unsafe { spanning.get_unchecked(group >> BLOCK_SHIFT) }
 }
 
 /// Words a hand-out checks together: one branch per chunk. Most slots cover a word or
@@ -405,11 +440,11 @@ fn covered<'a>(occupant: &'a [AtomicU32], slot: &Slot) -> &'a [AtomicU32] {
 }
 
 /// A live slab pointer's slot as a free sees it: the group the pointer starts, the slot's
-/// index (read from that group's word), the instance's occupant words and the plan.
+/// index (read from that group's word), the instance's words and the plan.
 struct Live {
     group: usize,
     index: u32,
-    occupant: &'static [AtomicU32],
+    inst: &'static Instance,
     plan: &'static CompiledPlan,
 }
 
@@ -435,21 +470,22 @@ unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
     Some(Live {
         group,
         index,
-        occupant: &inst.occupant,
+        inst,
         plan,
     })
 }
 
 /// Frees slab pointer `p` owned by `inst`, from any thread.
 ///
-/// The words to clear are the run from `p`'s group that holds the slot's index: a live
-/// slot's index is in every word it covers and in no other (the word after the run is
-/// another group, not covered by it; the slot cannot be handed out again before its last
-/// word is cleared). So a free reads no slot: on a plan larger than the cache, the slot
-/// table is where a free missed.
+/// The words to clear are the runs that hold the slot's index, from `p`'s group: the
+/// group words up to the first block the slot covers whole, then those blocks' words,
+/// then the group words after them. A live slot's index is in exactly the words it
+/// covers (the word after each run is another group's or block's, not covered by it; the
+/// slot cannot be handed out again before its last word is cleared). So a free reads no
+/// slot: on a plan larger than the cache, the slot table is where a free missed.
 ///
-/// The run's first word is cleared last, and nothing of the instance is read after it:
-/// a slot counts as live while its first word holds it (`Instance::any_live`), and once
+/// The first group's word is cleared last, and nothing of the instance is read after
+/// it: a slot counts as live while that word holds it (`Instance::any_live`), and once
 /// none is live the plan may be retired and its instances freed by another thread.
 /// (Clearing from the first word on, the loop read the word past the run after the slot
 /// had been seen free: the loom model `free_then_reclaim`.)
@@ -462,28 +498,52 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     let Some(live) = (unsafe { live_slot(inst, p) }) else {
         return;
     };
-    let Some((first, rest)) = live.occupant.get(live.group..).and_then(<[_]>::split_first) else {
+    let (occupant, index) = (&live.inst.occupant, live.index);
+    let Some((first, rest)) = occupant.get(live.group..).and_then(<[_]>::split_first) else {
         return; // `live_slot` read the first word: not reached
     };
-    let mut cleared = 1;
-    // Acquire loads, as the first one: the owner's stores of this slot happen-before.
-    // Release stores: the program's accesses to the slot happen-before the reuse of any
-    // part of it (a hand-out checks every word it covers with Acquire).
-    for o in rest {
-        if o.load(Ordering::Acquire) != live.index {
+    let mut end = live.group + 1 + clear_run(rest, index);
+    if end & ((1 << BLOCK_SHIFT) - 1) == 0 {
+        // The group run may stop where the blocks it covers whole begin.
+        let blocks = clear_run(
+            live.inst
+                .spanning
+                .get(end >> BLOCK_SHIFT..)
+                .unwrap_or_default(),
+            index,
+        );
+        if blocks > 0 {
+            end += blocks << BLOCK_SHIFT;
+            end += clear_run(occupant.get(end..).unwrap_or_default(), index);
+        }
+    }
+    debug_assert!(
+        live.plan
+            .slots
+            .get(index as usize)
+            .is_some_and(|s| { (s.group as usize, s.group_end as usize) == (live.group, end) }),
+        "a free clears exactly the words its slot covers"
+    );
+    // Last: from here on the instance may be freed.
+    first.store(EMPTY, Ordering::Release);
+}
+
+/// Clears the leading words of `words` that hold `index`; returns how many.
+///
+/// Acquire loads, as the free's first one: the owner's stores of this slot
+/// happen-before. Release stores: the program's accesses to the slot happen-before the
+/// reuse of any part of it (a hand-out checks every word it covers with Acquire).
+#[inline(always)]
+fn clear_run(words: &[AtomicU32], index: u32) -> usize {
+    let mut cleared = 0;
+    for o in words {
+        if o.load(Ordering::Acquire) != index {
             break;
         }
         o.store(EMPTY, Ordering::Release);
         cleared += 1;
     }
-    debug_assert!(
-        live.plan.slots.get(live.index as usize).is_some_and(|s| {
-            (s.group as usize, s.group_end as usize) == (live.group, live.group + cleared)
-        }),
-        "a free clears exactly the words its slot covers"
-    );
-    // Last: from here on the instance may be freed.
-    first.store(EMPTY, Ordering::Release);
+    cleared
 }
 
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
@@ -501,34 +561,44 @@ pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::slab::Slabs;
     use crate::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
     use proptest::prelude::*;
 
     /// A plan of one node whose slots have these sizes (all planned, disjoint).
     fn plan(sizes: &[u64]) -> CompiledPlan {
         let mut offset = 0;
-        let slots = sizes
+        let slots: Vec<(u64, u64)> = sizes
             .iter()
-            .enumerate()
-            .map(|(i, &size)| {
-                let s = PlanSlot {
-                    scope: 0,
-                    ordinal: i as u32,
-                    size,
-                    min_size: None,
-                    align: 16,
-                    offset: Some(offset),
-                };
+            .map(|&size| {
+                let s = (offset, size);
                 offset += size.next_multiple_of(16);
                 s
             })
             .collect();
+        plan_at(&slots)
+    }
+
+    /// A plan of one node whose slots are at these `(offset, size)`, in this order.
+    fn plan_at(at: &[(u64, u64)]) -> CompiledPlan {
+        let slots = (0..)
+            .zip(at)
+            .map(|(i, &(offset, size))| PlanSlot {
+                scope: 0,
+                ordinal: i,
+                size,
+                min_size: None,
+                align: 16,
+                offset: Some(offset),
+            })
+            .collect();
+        let height = at.iter().map(|&(o, s)| o + s).max().unwrap_or(0);
         let file = PlanFile {
             format: PLAN_FORMAT.into(),
             version: FORMAT_VERSION,
             key: "t".into(),
             strategy: "test".into(),
-            height: offset.max(16),
+            height: height.max(16),
             lower_bound: 0,
             naive: 0,
             scopes: vec![TraceScope {
@@ -695,6 +765,119 @@ mod tests {
                 v[at] = 5;
                 assert!(!all_empty(&words(&v)), "len {len}, word {at}");
             }
+        }
+    }
+
+    /// Slot layouts for the hand-out property: small slots at 16-byte steps over 8 KiB (up
+    /// to 512 groups), and large ones over hundreds of them (whole blocks of groups).
+    fn layouts() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        let small = (0u64..512, 1u64..4).prop_map(|(at, len)| (at * 16, len * 16));
+        let large = (0u64..512, 1u64..400).prop_map(|(at, len)| (at * 16, len * 64));
+        prop::collection::vec(prop_oneof![3 => small, 1 => large], 1..160)
+    }
+
+    /// Hands out and frees slots of one instance as `ops` say, checking each hand-out
+    /// against the byte ranges of the slots live (it succeeds exactly when none
+    /// overlaps), and the live slots the instance reports after each step.
+    fn hand_out_and_free(at: &[(u64, u64)], ops: &[(bool, usize)]) {
+        let slabs = Slabs::new(plan_at(at), 1).unwrap();
+        slabs.register();
+        let inst = slabs.take().unwrap();
+        // SAFETY: taken above; lives as long as `slabs`.
+        let i = unsafe { &*inst };
+        let overlap = |a: usize, b: usize| {
+            let ((ao, asz), (bo, bsz)) = (at[a], at[b]);
+            ao < bo + bsz && bo < ao + asz
+        };
+        let mut live: Vec<usize> = Vec::new();
+        for &(hand_out, k) in ops {
+            if hand_out || live.is_empty() {
+                let s = k % at.len();
+                let expected = !live.iter().any(|&l| overlap(l, s));
+                assert_eq!(
+                    claim(i, s as u32, &slabs.plan.slots[s]),
+                    expected,
+                    "slot {s} {:?} with live {live:?}",
+                    at[s]
+                );
+                if expected {
+                    live.push(s);
+                }
+            } else {
+                let s = live.swap_remove(k % live.len());
+                // SAFETY: slot `s` is live in `inst`, freed once.
+                unsafe { free(inst.cast(), i.base().add(at[s].0 as usize)) };
+            }
+            let mut seen = i.live_slots();
+            seen.sort_unstable();
+            let mut want: Vec<u32> = live.iter().map(|&s| s as u32).collect();
+            want.sort_unstable();
+            assert_eq!(seen, want);
+            assert_eq!(i.any_live(), !live.is_empty());
+        }
+        for s in live {
+            // SAFETY: as above.
+            unsafe { free(inst.cast(), i.base().add(at[s].0 as usize)) };
+        }
+        assert!(i
+            .occupant
+            .iter()
+            .chain(i.spanning.iter())
+            .all(|o| o.load(Ordering::Relaxed) == EMPTY));
+        // SAFETY: taken above; the pass is over and nothing is live.
+        unsafe { slabs.release(inst, false, false) };
+        assert!(slabs.try_retire());
+    }
+
+    #[test]
+    fn a_slot_over_whole_blocks_sees_and_is_seen_by_the_slots_inside() {
+        // 300 groups of 16 bytes; slot 300 covers all of them (blocks 1-3 whole).
+        let mut at: Vec<(u64, u64)> = (0..300).map(|g| (g * 16, 16)).collect();
+        at.push((0, 300 * 16));
+        at.push((70 * 16, 200 * 16)); // starts inside block 1, covers blocks 2-3 whole
+        let big = 300;
+        // A small slot inside a whole block refuses the big one, and the other way round.
+        hand_out_and_free(
+            &at,
+            &[
+                (true, 150),
+                (true, big),
+                (false, 0),
+                (true, big),
+                (true, 150),
+            ],
+        );
+        // The second big one starts inside the first's whole block 1: refused, then not.
+        hand_out_and_free(
+            &at,
+            &[
+                (true, big),
+                (true, big + 1),
+                (false, 0),
+                (true, big + 1),
+                (true, 299),
+            ],
+        );
+        // A slot starting at a block's first group, after a whole-block slot's tail.
+        hand_out_and_free(
+            &at,
+            &[
+                (true, big + 1),
+                (true, 64),
+                (true, 69),
+                (true, 270),
+                (true, 64 * 4),
+            ],
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn a_hand_out_succeeds_exactly_when_no_live_slot_overlaps(
+            at in layouts(),
+            ops in prop::collection::vec((prop::bool::weighted(0.6), 0usize..1000), 1..200),
+        ) {
+            hand_out_and_free(&at, &ops);
         }
     }
 

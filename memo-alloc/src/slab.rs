@@ -3,10 +3,13 @@
 //! One instance serves one running pass at a time: it is taken at pass start and put back
 //! at pass end. Its mutable state is split by writer:
 //! - `occupant[g]` (one atomic word per address group): the live slot covering group
-//!   `g`, or `EMPTY`. The thread of the slot's context stores the slot in the word of
-//!   every group it covers when it hands it out; the thread that frees the pointer (any
-//!   thread) stores `EMPTY` in the same words. All are plain atomic stores, ordered by the
-//!   program's own hand-off of the pointer; no read-modify-write.
+//!   `g`, or `EMPTY`; and `spanning[b]` (one word per block of [`BLOCK_SHIFT`]-sized runs
+//!   of groups): the live slot covering all of block `b` from an earlier block. The thread
+//!   of the slot's context stores the slot in the words of the groups it covers, the
+//!   blocks it covers whole in their block word instead (see `replay::claim`), when it
+//!   hands it out; the thread that frees the pointer (any thread) stores `EMPTY` in the
+//!   same words. All are plain atomic stores, ordered by the program's own hand-off of the
+//!   pointer; no read-modify-write.
 //! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
@@ -37,6 +40,15 @@ use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, Owner
 /// No slot is live at this group.
 pub(crate) const EMPTY: u32 = u32::MAX;
 
+/// Groups per block of [`Instance::spanning`], log 2. A slot over thousands of groups (a
+/// large tensor placed over a region of small ones) takes its whole blocks with one word
+/// each, not one word per group. Under loom, blocks of 2 groups, so that its models reach
+/// whole blocks with a few slots.
+#[cfg(not(loom))]
+pub(crate) const BLOCK_SHIFT: u32 = 6;
+#[cfg(loom)]
+pub(crate) const BLOCK_SHIFT: u32 = 1;
+
 const FREE: u32 = 0;
 const IN_USE: u32 = 1;
 const DEAD: u32 = 2;
@@ -60,6 +72,10 @@ pub(crate) struct Instance {
     /// Put back with live slots (some may still be live).
     pinned: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
+    /// Per block of `1 << BLOCK_SHIFT` groups: the live slot that covers the whole block
+    /// and starts in an earlier one, or `EMPTY`. Such a slot holds these words instead of
+    /// the block's `occupant` words.
+    pub(crate) spanning: Box<[AtomicU32]>,
     /// Owner-only: per scope node, where its allocations stand in its slots.
     pub(crate) cursors: OwnerCell<Box<[Cursor]>>,
     /// Owner-only: entries so far of each `(parent, name)` group, at its base node.
@@ -132,7 +148,9 @@ impl Instance {
         }
     }
 
-    /// Whether any slot of the instance is live (a snapshot).
+    /// Whether any slot of the instance is live (a snapshot). A live slot holds the word of
+    /// its first group (never in a block it covers whole), and a free clears that word
+    /// last, so the `occupant` words alone tell.
     pub(crate) fn any_live(&self) -> bool {
         self.occupant
             .iter()
@@ -141,10 +159,10 @@ impl Instance {
 
     /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
     /// empty stays empty until this instance's owner hands it out).
-    fn live_slots(&self) -> Vec<u32> {
+    pub(crate) fn live_slots(&self) -> Vec<u32> {
         // SAFETY: an instance's plan outlives it.
         let plan = unsafe { &*self.plan };
-        // A live slot is in the word of each group it covers: count it at its first.
+        // A live slot holds the word of its first group: count it there.
         self.occupant
             .iter()
             .enumerate()
@@ -271,6 +289,7 @@ impl Slabs {
             state: AtomicU32::new(IN_USE),
             pinned: AtomicBool::new(false),
             occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
+            spanning: try_boxed_slice(blocks_of(plan.groups()), |_| AtomicU32::new(EMPTY))?,
             cursors: OwnerCell::new(try_boxed_slice(plan.nodes(), |i| {
                 plan.initial_cursors()[i]
             })?),
@@ -502,12 +521,17 @@ impl Drop for Slabs {
     }
 }
 
+/// The blocks of [`Instance::spanning`] over `groups` groups.
+pub(crate) fn blocks_of(groups: usize) -> usize {
+    groups.div_ceil(1 << BLOCK_SHIFT)
+}
+
 /// Under loom, freeing an instance is an unsynchronised write of its words, which loom
 /// orders after every access (a free still reading them fails the model). The instance
 /// itself is leaked, so a late access is reported by loom rather than undefined.
 #[cfg(loom)]
 fn freed_for_loom(mut inst: Box<Instance>) {
-    for o in inst.occupant.iter_mut() {
+    for o in inst.occupant.iter_mut().chain(inst.spanning.iter_mut()) {
         o.with_mut(|_| ());
     }
     Box::leak(inst);
