@@ -174,19 +174,9 @@ fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) 
     ok
 }
 
-/// Hands slot 0 of `inst` (live, handed out by the caller) to another thread, which uses
-/// its memory and frees it.
-fn free_elsewhere(inst: *mut Instance, mem: &Arc<Memory>) -> thread::JoinHandle<()> {
-    free_slot_elsewhere(inst, 0, mem)
-}
-
 /// Hands slot `slot` of `inst` (live, handed out by the caller) to another thread, which
 /// uses its memory and frees it.
-fn free_slot_elsewhere(
-    inst: *mut Instance,
-    slot: u32,
-    mem: &Arc<Memory>,
-) -> thread::JoinHandle<()> {
+fn free_elsewhere(inst: *mut Instance, slot: u32, mem: &Arc<Memory>) -> thread::JoinHandle<()> {
     // SAFETY: the caller holds the instance (it has a block while the slot is live); the
     // plan outlives it.
     let (offset, size) = unsafe {
@@ -204,21 +194,33 @@ fn free_slot_elsewhere(
     })
 }
 
+/// The owner hands out slot `live` of a fresh pool of `plan`; another thread uses and
+/// frees it while the owner hands out slot `next`, which overlaps it: `next` is refused
+/// until the free, and its use of the memory comes after the free's. Returns the pool
+/// and its instance, with `next` live.
+fn hand_off_between(plan: CompiledPlan, live: u32, next: u32) -> (&'static Slabs, *mut Instance) {
+    let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 1).unwrap());
+    let mem = Arc::new(Memory::new());
+    let inst = acquire(slabs).unwrap();
+    assert!(try_claim(&slabs.plan, inst, live, &mem));
+    let freer = free_elsewhere(inst, live, &mem);
+    let got = try_claim(&slabs.plan, inst, next, &mem);
+    freer.join().unwrap();
+    if !got {
+        assert!(
+            try_claim(&slabs.plan, inst, next, &mem),
+            "free after the join"
+        );
+    }
+    (slabs, inst)
+}
+
 /// Slot hand-off: the owner hands out slot 0, another thread uses and frees it while the
 /// owner tries to hand out slot 1, which overlaps it.
 #[test]
 fn hand_off() {
     model(|| {
-        let slabs: &'static Slabs = Box::leak(Slabs::new(plan(), 1).unwrap());
-        let mem = Arc::new(Memory::new());
-        let inst = acquire(slabs).unwrap();
-        assert!(try_claim(&slabs.plan, inst, 0, &mem));
-        let freer = free_elsewhere(inst, &mem);
-        let got = try_claim(&slabs.plan, inst, 1, &mem);
-        freer.join().unwrap();
-        if !got {
-            assert!(try_claim(&slabs.plan, inst, 1, &mem), "free after the join");
-        }
+        hand_off_between(plan(), 0, 1);
     });
 }
 
@@ -298,17 +300,10 @@ fn whole_block_plan() -> CompiledPlan {
 #[test]
 fn whole_block_hand_off() {
     model(|| {
-        let slabs: &'static Slabs = Box::leak(Slabs::new(whole_block_plan(), 1).unwrap());
-        let mem = Arc::new(Memory::new());
-        let inst = acquire(slabs).unwrap();
-        assert!(try_claim(&slabs.plan, inst, 0, &mem));
-        let freer = free_elsewhere(inst, &mem);
-        let got = try_claim(&slabs.plan, inst, 1, &mem);
-        freer.join().unwrap();
-        if !got {
-            assert!(try_claim(&slabs.plan, inst, 1, &mem), "free after the join");
-        }
-        assert!(!try_claim(&slabs.plan, inst, 0, &mem), "slot 1 is live");
+        let (slabs, inst) = hand_off_between(whole_block_plan(), 0, 1);
+        // SAFETY: the instance lives as long as its pool.
+        let claimed = replay::claim(unsafe { &*inst }, 0, &slabs.plan.slots[0]);
+        assert!(!claimed, "slot 1 is live");
     });
 }
 
@@ -317,17 +312,10 @@ fn whole_block_hand_off() {
 #[test]
 fn hand_off_to_a_whole_block() {
     model(|| {
-        let slabs: &'static Slabs = Box::leak(Slabs::new(whole_block_plan(), 1).unwrap());
-        let mem = Arc::new(Memory::new());
-        let inst = acquire(slabs).unwrap();
-        assert!(try_claim(&slabs.plan, inst, 1, &mem));
-        let freer = free_slot_elsewhere(inst, 1, &mem);
-        let got = try_claim(&slabs.plan, inst, 0, &mem);
-        freer.join().unwrap();
-        if !got {
-            assert!(try_claim(&slabs.plan, inst, 0, &mem), "free after the join");
-        }
-        assert!(!try_claim(&slabs.plan, inst, 3, &mem), "slot 0 is live");
+        let (slabs, inst) = hand_off_between(whole_block_plan(), 1, 0);
+        // SAFETY: the instance lives as long as its pool.
+        let claimed = replay::claim(unsafe { &*inst }, 3, &slabs.plan.slots[3]);
+        assert!(!claimed, "slot 0 is live");
     });
 }
 
@@ -340,7 +328,7 @@ fn pool() {
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, inst, 0, &mem));
-        let freer = free_elsewhere(inst, &mem);
+        let freer = free_elsewhere(inst, 0, &mem);
         let m = mem.clone();
         let reuser = spawn(move || {
             if let Some(i) = acquire(slabs) {
@@ -383,7 +371,7 @@ fn park_and_lend() {
         let mem = Arc::new(Memory::new());
         let a = acquire(slabs).unwrap();
         assert!(try_claim(&slabs.plan, a, 0, &mem));
-        let freer = free_elsewhere(a, &mem);
+        let freer = free_elsewhere(a, 0, &mem);
         // SAFETY: `a` is held by this pass, which hands out nothing while parked.
         if unsafe { slabs.park(a) } {
             // Another pass takes the block (the only idle one of this size it gave back

@@ -522,7 +522,7 @@ impl Drop for Slabs {
 }
 
 /// The blocks of [`Instance::spanning`] over `groups` groups.
-pub(crate) fn blocks_of(groups: usize) -> usize {
+fn blocks_of(groups: usize) -> usize {
     groups.div_ceil(1 << BLOCK_SHIFT)
 }
 
