@@ -104,8 +104,11 @@ pub(crate) struct Lost {
     /// Misses in the run.
     pub(crate) run: u32,
     /// The run length at which the next anchored search is made (doubles after each
-    /// search that found nothing).
+    /// search that found nothing or a place the search before did not find).
     pub(crate) search_at: u32,
+    /// Where the run's last search found a place: its slot less the request's index. A
+    /// place is taken when two searches in a row agree on it.
+    pub(crate) found: Option<i64>,
 }
 
 /// Hits between two misses of one run at most (a pass that lost its place still hits

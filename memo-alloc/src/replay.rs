@@ -24,9 +24,13 @@
 //!    lost its place, as after a run of more than [`WINDOW`] missing slots (a process's
 //!    first pass, planned, made one-time allocations later passes do not): it looks for
 //!    the first place in the next [`LONG_WINDOW`] slots where [`ANCHOR`] slots in a row
-//!    match those requests, and jumps there (this request takes the last of them). A
-//!    search that finds nothing waits for a run twice as long before the next, so a pass
-//!    that matches nothing at all pays a logarithmic number of searches.
+//!    match those requests. It jumps there (this request takes the last of them) when
+//!    the run's search before found the same place (the same slot less request index):
+//!    in a sequence that repeats block after block, an anchor holding one inserted
+//!    request can match only a place blocks ahead, and a later anchor does not agree. A
+//!    search that finds nothing, or a place not yet agreed, waits for a run twice as long
+//!    before the next, so a pass that matches nothing at all pays a logarithmic number of
+//!    searches.
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing.
@@ -169,7 +173,15 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
         };
         found = (cursor.next..end)
             .find(|&p| slot(p as u64).is_some_and(|s| matches(s, size)) && anchor(p));
-
+        if let Some(p) = found {
+            // In a sequence that repeats block after block, an anchor holding a request
+            // the plan has elsewhere (an insertion) can match a place blocks ahead only:
+            // the place is taken once the next anchor, of later requests, agrees.
+            let place = i64::from(p) - at.request as i64;
+            if lost.found.replace(place) != Some(place) {
+                found = None;
+            }
+        }
         if found.is_none() {
             lost.search_at = lost.search_at.saturating_mul(2);
         }
@@ -682,7 +694,7 @@ mod tests {
 
     /// A run of missing slots longer than the window (a first pass's one-time
     /// allocations, planned): the requests after it find their place again after
-    /// `ANCHOR - 1` misses, not never.
+    /// `2 * ANCHOR - 1` misses (two anchors that agree), not never.
     #[test]
     fn a_long_missing_run_costs_a_few_requests() {
         // Not periodic: in a periodic sequence every place of the same phase is the same.
@@ -695,7 +707,7 @@ mod tests {
         let requests: Vec<u64> = sizes[..40].iter().chain(&sizes[140..]).copied().collect();
         let took = run(&p, &requests);
         let missed: Vec<usize> = (0..took.len()).filter(|&i| took[i].is_none()).collect();
-        assert!(missed.len() < ANCHOR, "missed {missed:?}");
+        assert!(missed.len() < 2 * ANCHOR, "missed {missed:?}");
         assert_eq!(took.last(), Some(&Some(399)), "in step at the end");
         // A pass that matches nothing searches at runs of 4, 8, 16, ...: a handful.
         let strangers = vec![8u64; 1000];
@@ -713,6 +725,51 @@ mod tests {
             lost.search_at,
             (ANCHOR as u32) << 8,
             "8 searches for 1,000 misses"
+        );
+    }
+
+    /// The faulting pass of candle's MobileNetV4 at two request threads (one pass in
+    /// thirty): the plan holds a first pass's one-time slots after its first few, the
+    /// model's sequence repeats block after block, and a request that moves about from
+    /// pass to pass (`x`, in the plan a few blocks on) came first in the lost run this
+    /// time. The run's anchor then matched only the far place where the plan has `x`, and
+    /// the rest of the pass took slots whole blocks ahead of its own. A far place one
+    /// anchor finds is taken only once the next anchor agrees.
+    #[test]
+    fn an_insertion_in_the_anchor_does_not_jump_blocks_ahead() {
+        let mix = |i: u64| {
+            let x = (i ^ (i >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb) >> 60
+        };
+        let block: Vec<u64> = (1..=60u64).map(|i| 16 * (1 + mix(i))).collect();
+        let one_time: Vec<u64> = (100..130u64).map(|i| 16 * (1 + mix(i))).collect();
+        let (head, x) = ([4096u64, 2048, 512, 16, 32], 1520);
+        let mut sizes: Vec<u64> = head.iter().chain(&one_time).copied().collect();
+        let mut own = Vec::new(); // each block request's own slot
+        for b in 0..10 {
+            if b == 3 {
+                sizes.push(x);
+            }
+            own.extend(sizes.len() as u32..(sizes.len() + block.len()) as u32);
+            sizes.extend(&block);
+        }
+        let p = plan(&sizes);
+        let mut requests = head.to_vec();
+        requests.push(x);
+        requests.extend(block.iter().cycle().take(own.len()));
+        let took = run(&p, &requests);
+        let right = took[head.len() + 1..]
+            .iter()
+            .zip(&own)
+            .filter(|(t, own)| **t == Some(**own))
+            .count();
+        // Three searches' runs (a false place, the true one, the one agreeing with it),
+        // and the requests that meanwhile took one-time slots of their size: before
+        // agreement was required, none of the 600 took its own slot.
+        assert!(
+            right + 8 * ANCHOR >= own.len(),
+            "{right} of {} block requests took their own slots",
+            own.len()
         );
     }
 
@@ -912,8 +969,8 @@ mod tests {
                 .collect();
             let took = run(&p, &requests.iter().map(|r| r.1).collect::<Vec<_>>());
             let hits = took.iter().flatten().count();
-            // Per run, the anchor's misses, and as many again for a false anchor.
-            let bound = 2 * ANCHOR * runs.len();
+            // Per run, two agreeing anchors' misses, and as many again for a false anchor.
+            let bound = 4 * ANCHOR * runs.len();
             prop_assert!(
                 hits + bound >= requests.len(),
                 "{} of {} hit after {} runs", hits, requests.len(), runs.len()
