@@ -454,6 +454,11 @@ fn finish(p: &PassState) {
             stats::add(&GLOBAL.backend_pass_allocations, counters.allocations);
             if let Some(e) = p.entry {
                 stats::add(&e.counters.passes_backend, 1);
+                // Its key's plan was published while it ran (a backend pass starts only
+                // without one): what it freed is of no more use to the key's passes.
+                if e.has_plan() {
+                    planner::trim_later();
+                }
             }
         }
     }

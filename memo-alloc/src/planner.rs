@@ -27,6 +27,7 @@ use crate::fallible::try_grow_deque;
 use crate::planning::Job;
 use crate::registry::KeyEntry;
 use crate::stats::{self, AbandonReason, GLOBAL};
+use crate::sync::plain::AtomicU64;
 use crate::sync::{LockId, Ordering, SpinCell};
 use crate::{planning, tls};
 
@@ -160,9 +161,45 @@ fn work() {
                 tls::with_bookkeeping(|| run(job));
                 QUEUE.with(|q| q.planning = None);
             }
+            None if trims_pending() => trim(),
             None => std::thread::park(),
         }
     }
+}
+
+/// Trims asked for (see [`trim_later`]), and the count asked for when the last trim
+/// started.
+static TRIMS_ASKED: AtomicU64 = AtomicU64::new(0);
+static TRIMS_DONE: AtomicU64 = AtomicU64::new(0);
+
+/// Has the backend's heaps trimmed: by the planner thread, between its jobs, or here
+/// when planning is inline (or no planner thread runs). For a pass that ran on the
+/// backend while its key was being planned and ended after the plan was published: what
+/// it freed would otherwise stay resident in its thread's arena (glibc trims an arena
+/// only from its top), while the key's passes now run on slabs. Called at a pass's end,
+/// with the re-entrancy guard set.
+pub(crate) fn trim_later() {
+    TRIMS_ASKED.fetch_add(1, Ordering::AcqRel);
+    let worker = if config::config().planner == Planner::Inline {
+        None
+    } else {
+        QUEUE.with(|q| q.worker.clone())
+    };
+    match worker {
+        Some(t) => t.unpark(),
+        None => trim(),
+    }
+}
+
+fn trims_pending() -> bool {
+    TRIMS_ASKED.load(Ordering::Acquire) != TRIMS_DONE.load(Ordering::Acquire)
+}
+
+/// Trims the backend's heaps for every trim asked for until now.
+fn trim() {
+    let asked = TRIMS_ASKED.load(Ordering::Acquire);
+    planning::trim_backend_heap();
+    TRIMS_DONE.fetch_max(asked, Ordering::AcqRel);
 }
 
 /// Plans one job (on the planner thread, or inline).
@@ -170,8 +207,9 @@ fn run(job: Job) {
     planning::plan_profile(job, config::config());
 }
 
-/// Waits until every submitted profile is planned and published, or `timeout` passed;
-/// returns whether the planner is idle. For tests and for services that profile at
+/// Waits until every submitted profile is planned and published (and the backend's heaps
+/// trimmed where passes asked for it), or `timeout` passed; returns whether the planner is
+/// idle. For tests and for services that profile at
 /// start-up (see `prewarm`).
 ///
 /// ```
@@ -180,8 +218,9 @@ fn run(job: Job) {
 pub fn wait_for_plans(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        let idle =
-            tls::with_bookkeeping(|| QUEUE.with(|q| q.jobs.is_empty() && q.planning.is_none()));
+        let idle = tls::with_bookkeeping(|| {
+            QUEUE.with(|q| q.jobs.is_empty() && q.planning.is_none()) && !trims_pending()
+        });
         if idle {
             return true;
         }
@@ -200,6 +239,9 @@ pub(crate) fn after_fork_in_child() {
         // The thread does not exist here; its handle is dropped (a reference count).
         drop(q.worker.take());
         q.starting = false;
+        // A trim the parent's thread had yet to make is not made here (the heaps are
+        // locked in a fork handler): `wait_for_plans` must not wait for it.
+        TRIMS_DONE.store(TRIMS_ASKED.load(Ordering::Acquire), Ordering::Release);
         (q.planning.take(), !q.jobs.is_empty())
     });
     if let Some(e) = lost {

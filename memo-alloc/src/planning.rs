@@ -79,7 +79,7 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
 /// the slabs that replay the pass come on top of it. Returning it to the OS once per
 /// profile keeps the peak resident size near one copy of the pass. Harmless when glibc is
 /// not the backend (its heap is then nearly empty).
-fn trim_backend_heap() {
+pub(crate) fn trim_backend_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
     // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
     unsafe {
