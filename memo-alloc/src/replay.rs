@@ -692,17 +692,20 @@ mod tests {
         assert_eq!(all.last(), Some(&None));
     }
 
+    /// The `i`-th size of a sequence that does not repeat itself (no period): one of 16
+    /// multiples of 16, hashed from `i`.
+    fn mixed_size(i: u64) -> u64 {
+        let x = (i ^ (i >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        16 * (1 + ((x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb) >> 60))
+    }
+
     /// A run of missing slots longer than the window (a first pass's one-time
     /// allocations, planned): the requests after it find their place again after
     /// `2 * ANCHOR - 1` misses (two anchors that agree), not never.
     #[test]
     fn a_long_missing_run_costs_a_few_requests() {
         // Not periodic: in a periodic sequence every place of the same phase is the same.
-        let mix = |i: u64| {
-            let x = (i ^ (i >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb) >> 60
-        };
-        let sizes: Vec<u64> = (1..=400u64).map(|i| 16 * (1 + mix(i))).collect();
+        let sizes: Vec<u64> = (1..=400u64).map(mixed_size).collect();
         let p = plan(&sizes);
         let requests: Vec<u64> = sizes[..40].iter().chain(&sizes[140..]).copied().collect();
         let took = run(&p, &requests);
@@ -737,12 +740,8 @@ mod tests {
     /// anchor finds is taken only once the next anchor agrees.
     #[test]
     fn an_insertion_in_the_anchor_does_not_jump_blocks_ahead() {
-        let mix = |i: u64| {
-            let x = (i ^ (i >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb) >> 60
-        };
-        let block: Vec<u64> = (1..=60u64).map(|i| 16 * (1 + mix(i))).collect();
-        let one_time: Vec<u64> = (100..130u64).map(|i| 16 * (1 + mix(i))).collect();
+        let block: Vec<u64> = (1..=60u64).map(mixed_size).collect();
+        let one_time: Vec<u64> = (100..130u64).map(mixed_size).collect();
         let (head, x) = ([4096u64, 2048, 512, 16, 32], 1520);
         let mut sizes: Vec<u64> = head.iter().chain(&one_time).copied().collect();
         let mut own = Vec::new(); // each block request's own slot
