@@ -173,19 +173,14 @@ static TRIMS_ASKED: AtomicU64 = AtomicU64::new(0);
 static TRIMS_DONE: AtomicU64 = AtomicU64::new(0);
 
 /// Has the backend's heaps trimmed: by the planner thread, between its jobs, or here
-/// when planning is inline (or no planner thread runs). For a pass that ran on the
-/// backend while its key was being planned and ended after the plan was published: what
-/// it freed would otherwise stay resident in its thread's arena (glibc trims an arena
-/// only from its top), while the key's passes now run on slabs. Called at a pass's end,
-/// with the re-entrancy guard set.
+/// when no planner thread runs (inline planning, or none started yet). For a pass that
+/// ran on the backend while its key was being planned and ended after the plan was
+/// published: what it freed would otherwise stay resident in its thread's arena (glibc
+/// trims an arena only from its top), while the key's passes now run on slabs. Called at
+/// a pass's end, with the re-entrancy guard set.
 pub(crate) fn trim_later() {
     TRIMS_ASKED.fetch_add(1, Ordering::AcqRel);
-    let worker = if config::config().planner == Planner::Inline {
-        None
-    } else {
-        QUEUE.with(|q| q.worker.clone())
-    };
-    match worker {
+    match QUEUE.with(|q| q.worker.clone()) {
         Some(t) => t.unpark(),
         None => trim(),
     }
@@ -195,22 +190,30 @@ fn trims_pending() -> bool {
     TRIMS_ASKED.load(Ordering::Acquire) != TRIMS_DONE.load(Ordering::Acquire)
 }
 
-/// Trims the backend's heaps for every trim asked for until now.
+/// Returns the backend's free memory to the OS (`malloc_trim`; nothing when glibc is not
+/// the backend), which answers every trim asked for until now. After a profile is
+/// planned, its allocations are freed but glibc keeps their memory, and the slabs that
+/// replay the pass come on top of it: trimming once per profile keeps the peak resident
+/// size near one copy of the pass.
 fn trim() {
     let asked = TRIMS_ASKED.load(Ordering::Acquire);
-    planning::trim_backend_heap();
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
+    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     TRIMS_DONE.fetch_max(asked, Ordering::AcqRel);
 }
 
-/// Plans one job (on the planner thread, or inline).
+/// Plans one job (on the planner thread, or inline), then trims the backend's heaps.
 fn run(job: Job) {
     planning::plan_profile(job, config::config());
+    trim();
 }
 
 /// Waits until every submitted profile is planned and published (and the backend's heaps
 /// trimmed where passes asked for it), or `timeout` passed; returns whether the planner is
-/// idle. For tests and for services that profile at
-/// start-up (see `prewarm`).
+/// idle. For tests and for services that profile at start-up (see `prewarm`).
 ///
 /// ```
 /// assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(1)));

@@ -56,8 +56,7 @@ impl Drop for Pinned {
     }
 }
 
-/// Plans a finished profile (a planner job; see `planner`), then gives the backend's
-/// free memory back to the OS.
+/// Plans a finished profile (a planner job; see `planner`).
 pub(crate) fn plan_profile(job: Job, cfg: &Config) {
     let Job {
         trace,
@@ -72,19 +71,6 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
         .unwrap_or_default();
     drop(base);
     finish_profile(trace, &seen, entry, serial, cfg);
-    trim_backend_heap();
-}
-
-/// After a profile is planned, its allocations are freed but glibc keeps their memory;
-/// the slabs that replay the pass come on top of it. Returning it to the OS once per
-/// profile keeps the peak resident size near one copy of the pass. Harmless when glibc is
-/// not the backend (its heap is then nearly empty).
-pub(crate) fn trim_backend_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
-    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
