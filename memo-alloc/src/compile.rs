@@ -83,8 +83,12 @@ pub(crate) enum Shrink {
     /// A request fitted only slot `slot` of `node` by shrinking, when the pass had made
     /// `hits` hits; not taken.
     Probe { node: u32, slot: u32, hits: u64 },
-    /// Confirmed: requests may take slots they fit by shrinking.
-    On,
+    /// Confirmed: requests may take slots they fit by shrinking, as long as one did in
+    /// the last [`RUN_GAP`] hits (`hits`: the pass's hits when one last did). A pass
+    /// that hits that often in a row is of its plan's shape again (or was never of a
+    /// smaller one: a pass that lost its place in its sequence can confirm a probe by
+    /// chance), and a smaller request there is an insertion, not a shrunk slot.
+    On { hits: u64 },
 }
 
 /// Requests an anchored search matches in a row (see `replay.rs`, rule 6).
@@ -107,9 +111,13 @@ pub(crate) struct Lost {
     /// search that found nothing or a place the search before did not find).
     pub(crate) search_at: u32,
     /// Where the run's last search found a place: its slot less the request's index. A
-    /// place is taken when two searches in a row agree on it.
+    /// place is taken when two searches in a row agree on it (within [`AGREE`]).
     pub(crate) found: Option<i64>,
 }
+
+/// Two searches' places agree when they differ by at most this many slots: requests
+/// inserted or missing between the two anchors move the place by one each.
+pub(crate) const AGREE: i64 = ANCHOR as i64;
 
 /// Hits between two misses of one run at most (a pass that lost its place still hits
 /// now and then: a size common in its sequence matches wherever the cursor stands).

@@ -17,27 +17,34 @@
 //!    a request fitting at half size or more only (a *probe*, served by the backend) is
 //!    followed, with no hit in between, by another that fits so (in any node; in the
 //!    probe's node, the slot after the probe's): isolated insertions between hits never
-//!    confirm each other;
-//! 5. otherwise look for a matching slot in the next [`WINDOW`] slots: it becomes the
-//!    candidate of rule 3; the request is served by the backend and the cursor stays;
+//!    confirm each other. It stops shrinking after [`RUN_GAP`] hits with no slot taken
+//!    so (in step again, or confirmed by chance in a pass that had lost its place);
+//! 5. otherwise look for a matching slot in the next [`WINDOW`] slots, past the
+//!    candidate the request before named, if any (in a run of equal sizes, candidates
+//!    walk the run until one is confirmed): it becomes the candidate of rule 3; the
+//!    request is served by the backend and the cursor stays;
 //! 6. a pass that missed [`ANCHOR`] requests of a node in a row (no hit in between) has
 //!    lost its place, as after a run of more than [`WINDOW`] missing slots (a process's
 //!    first pass, planned, made one-time allocations later passes do not): it looks for
 //!    the first place in the next [`LONG_WINDOW`] slots where [`ANCHOR`] slots in a row
 //!    match those requests. It jumps there (this request takes the last of them) when
-//!    the run's search before found the same place (the same slot less request index):
-//!    in a sequence that repeats block after block, an anchor holding one inserted
-//!    request can match only a place blocks ahead, and a later anchor does not agree. A
-//!    search that finds nothing, or a place not yet agreed, waits for a run twice as long
+//!    the run's search before found the same place (the same slot less request index,
+//!    within [`AGREE`]: an insertion between the two anchors moves it by one): in a
+//!    sequence that repeats block after block, an anchor holding one inserted request
+//!    can match only a place blocks ahead, and a later anchor does not agree. A search
+//!    that finds nothing, or a place not yet agreed, waits for a run twice as long
 //!    before the next, so a pass that matches nothing at all pays a logarithmic number of
-//!    searches.
+//!    searches. An anchor of one size (which matches anywhere in a run of it) waits for
+//!    another size without a search.
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing.
 
 use std::alloc::Layout;
 
-use crate::compile::{CompiledPlan, Cursor, Lost, Shrink, Slot, ANCHOR, NO_SLOT, PLANNED, RUN_GAP};
+use crate::compile::{
+    CompiledPlan, Cursor, Lost, Shrink, Slot, AGREE, ANCHOR, NO_SLOT, PLANNED, RUN_GAP,
+};
 use crate::context::Context;
 use crate::slab::{Instance, BLOCK_SHIFT, EMPTY};
 use crate::stats::MissReason;
@@ -98,9 +105,13 @@ fn take(
     if pending != NO_SLOT && slot(pending + 1).is_some_and(|s| matches(s, size)) {
         return hit(cursor, pending + 1);
     }
+    if matches!(*shrink, Shrink::On { hits: h } if hits > h + RUN_GAP) {
+        *shrink = Shrink::Off; // in step again: a smaller shape must be confirmed anew
+    }
     match *shrink {
-        Shrink::On if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) => {
-            return hit(cursor, next)
+        Shrink::On { .. } if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) => {
+            *shrink = Shrink::On { hits };
+            return hit(cursor, next);
         }
         Shrink::Probe {
             node: n,
@@ -114,13 +125,13 @@ fn take(
                 next
             };
             if slot(target).is_some_and(fits) {
-                *shrink = Shrink::On;
+                *shrink = Shrink::On { hits };
                 return hit(cursor, target);
             }
         }
         _ => {}
     }
-    if *shrink != Shrink::On && slot(next).is_some_and(fits) {
+    if !matches!(*shrink, Shrink::On { .. }) && slot(next).is_some_and(fits) {
         *shrink = Shrink::Probe {
             node,
             slot: next,
@@ -130,7 +141,13 @@ fn take(
     if let Some(i) = anchored(slots, cursor, size, lost, at) {
         return hit(cursor, i);
     }
-    let ahead = (next + 2..cursor.end.min(next.saturating_add(WINDOW)))
+    // After an unconfirmed candidate, this request's slot (if the two are in order) is
+    // past it: in a run of equal sizes, candidates walk the run until one is confirmed.
+    let from = match pending {
+        NO_SLOT => next + 2,
+        c => c.saturating_add(2).max(next + 2),
+    };
+    let ahead = (from..cursor.end.min(next.saturating_add(WINDOW)))
         .find(|&i| slot(i).is_some_and(|s| matches(s, size)));
     cursor.pending = ahead.unwrap_or(NO_SLOT);
     Err(match slot(next) {
@@ -154,7 +171,10 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
     lost.run += 1;
     lost.hits = at.hits;
     let mut found = None;
-    if lost.run >= lost.search_at {
+    // An anchor of one size says nothing of where it is (a run of equal sizes matches
+    // at every place of the run): it waits for a size that differs, without a search.
+    let telling = lost.missed.iter().any(|&(s, _)| s != size);
+    if lost.run >= lost.search_at && telling {
         let end = cursor.end.min(cursor.next.saturating_add(LONG_WINDOW));
         let slot = |i: u64| {
             let i = u32::try_from(i).ok()?;
@@ -178,7 +198,11 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
             // the plan has elsewhere (an insertion) can match a place blocks ahead only:
             // the place is taken once the next anchor, of later requests, agrees.
             let place = i64::from(p) - at.request as i64;
-            if lost.found.replace(place) != Some(place) {
+            if lost
+                .found
+                .replace(place)
+                .is_none_or(|was| (place - was).abs() > AGREE)
+            {
                 found = None;
             }
         }
@@ -692,6 +716,51 @@ mod tests {
         assert_eq!(all.last(), Some(&None));
     }
 
+    /// A smaller shape confirmed by chance (a probe and the request after it, in a pass
+    /// that lost its place) lapses once the pass hits in step: an inserted request smaller
+    /// than the slot it meets later is an insertion, and the slot stays its own request's.
+    #[test]
+    fn a_smaller_shape_lapses_in_step() {
+        let mut sizes = vec![1000u64, 2000];
+        sizes.extend((1..=20u64).map(|k| 16 * k));
+        sizes.extend([3000, 4000]);
+        let p = plan(&sizes);
+        let mut requests = vec![600u64, 1500]; // probe, confirm
+        requests.extend((1..=20u64).map(|k| 16 * k));
+        requests.extend([1528, 3000, 4000]); // 1,528: inserted, fits 3,000 by shrinking
+        let took = run(&p, &requests);
+        assert_eq!(&took[..2], [None, Some(1)], "confirmed");
+        assert_eq!(&took[22..], [None, Some(22), Some(23)], "lapsed");
+    }
+
+    /// In a run of equal sizes, a candidate the next request does not confirm (its next
+    /// slot is of another size) gives way to the next slot of the size ahead of it, so the
+    /// run is found again; before, every request named the first candidate again.
+    #[test]
+    fn candidates_walk_a_run_of_equal_sizes() {
+        let p = plan(&[1888, 1744, 3312, 368, 496, 368, 368, 368, 368, 2640]);
+        let took = run(&p, &[368, 368, 368, 368, 368, 2640]);
+        assert_eq!(took, [None, None, Some(6), Some(7), Some(8), Some(9)]);
+    }
+
+    /// A run of misses of one size does not search: such an anchor matches wherever the
+    /// plan has a run of that size, and a search would only double the wait for the next.
+    #[test]
+    fn an_anchor_of_one_size_is_not_searched() {
+        let p = plan(&(1..=400u64).map(mixed_size).collect::<Vec<_>>());
+        let mut c = p.initial_cursors()[0];
+        let (mut shrink, mut lost) = (Shrink::Off, Lost::default());
+        for i in 0..1000u64 {
+            let at = At {
+                node: 0,
+                hits: 0,
+                request: i,
+            };
+            assert!(take(&p.slots, &mut c, 8, (&mut shrink, &mut lost), at).is_err());
+        }
+        assert_eq!(lost.search_at, ANCHOR as u32, "no search");
+    }
+
     /// The `i`-th size of a sequence that does not repeat itself (no period): one of 16
     /// multiples of 16, hashed from `i`.
     fn mixed_size(i: u64) -> u64 {
@@ -713,7 +782,8 @@ mod tests {
         assert!(missed.len() < 2 * ANCHOR, "missed {missed:?}");
         assert_eq!(took.last(), Some(&Some(399)), "in step at the end");
         // A pass that matches nothing searches at runs of 4, 8, 16, ...: a handful.
-        let strangers = vec![8u64; 1000];
+        // (Of two sizes: an anchor of one size is never searched for.)
+        let strangers: Vec<u64> = (0..1000u64).map(|i| 8 + 16 * (i % 2)).collect();
         let mut c = p.initial_cursors()[0];
         let (mut shrink, mut lost) = (Shrink::Off, Lost::default());
         for (i, &size) in strangers.iter().enumerate() {
@@ -1027,5 +1097,97 @@ mod tests {
                 "{} of {} matched after {} edits", right, sizes.len(), k
             );
         }
+    }
+
+    /// A real engine's pass (see `a_repeating_sequence_finds_its_own_block`): how many
+    /// of its block requests took a slot of their own size, and how many there were.
+    fn repeating(
+        block: &[u64],
+        one_time: &[u64],
+        repeats: usize,
+        planned_at: usize,
+        moved_to: usize,
+    ) -> (usize, usize) {
+        let (head, x) = ([40_000u64, 20_000, 10_000], 1528);
+        let mut sizes: Vec<u64> = head.iter().chain(one_time).copied().collect();
+        let mut own = Vec::new();
+        for b in 0..repeats {
+            if b == planned_at % repeats {
+                sizes.push(x);
+            }
+            own.extend(sizes.len() as u32..(sizes.len() + block.len()) as u32);
+            sizes.extend(block);
+        }
+        let p = plan(&sizes);
+        let mut requests: Vec<Option<u32>> = own.iter().map(|&o| Some(o)).collect();
+        requests.insert(moved_to % (requests.len() + 1), None);
+        let size_of = |r: &Option<u32>| r.map_or(x, |o| sizes[o as usize]);
+        let all: Vec<u64> = head
+            .iter()
+            .copied()
+            .chain(requests.iter().map(size_of))
+            .collect();
+        let took = run(&p, &all);
+        let mut seen = std::collections::HashSet::new();
+        assert!(
+            took.iter().flatten().all(|t| seen.insert(*t)),
+            "a slot taken twice"
+        );
+        let right = took[head.len()..]
+            .iter()
+            .zip(&requests)
+            .filter(|(t, r)| matches!((t, r), (Some(t), Some(o)) if sizes[*t as usize] == sizes[*o as usize]))
+            .count();
+        (right, own.len())
+    }
+
+    /// A real engine's pass: a head, a first pass's one-time slots (planned, never made
+    /// again), then a block of requests that repeats (a model's layers), with one request
+    /// that moves from pass to pass (a thread pool's queue block). Every block request of
+    /// a later pass but a bounded number takes a slot of its own size (its own, or the same
+    /// request's of a neighbouring block), and no slot is taken twice.
+    ///
+    /// Over 1,000 random passes (a fixed seed), as an online matcher can be unlucky:
+    /// one-time slots can hold a stretch of a block's sizes, and a short block can make
+    /// them look like one. About 1 pass in 1,000 loses more than the bound with one-time
+    /// runs no longer than a block (2 without that limit); 9 in 1,000 did (12 without
+    /// the limit) while two searches' places had to be equal to agree.
+    #[test]
+    fn a_repeating_sequence_finds_its_own_block() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::TestRunner;
+        let passes = (
+            prop::sample::subsequence((1u64..=256).map(|k| 16 * k).collect::<Vec<_>>(), 16),
+            prop::collection::vec(0usize..16, 20..120),
+            prop::collection::vec(0usize..16, 17..60),
+            4usize..12,
+            any::<usize>(),
+            any::<usize>(),
+        );
+        let mut runner = TestRunner::deterministic();
+        let (mut over, mut worst) = (0, 0.0f64);
+        for _ in 0..1000 {
+            let (alphabet, block, one_time, repeats, planned_at, moved_to) =
+                passes.new_tree(&mut runner).unwrap().current();
+            let block: Vec<u64> = block.iter().map(|&i| alphabet[i]).collect();
+            let one_time: Vec<u64> = one_time
+                .iter()
+                .take(block.len())
+                .map(|&i| alphabet[i])
+                .collect();
+            let (right, own) = repeating(&block, &one_time, repeats, planned_at, moved_to);
+            over += usize::from(right + 8 * ANCHOR < own);
+            worst = worst.max((own - right) as f64 / own as f64);
+        }
+        assert!(
+            over <= 3,
+            "{over} of 1,000 passes lost more than {}",
+            8 * ANCHOR
+        );
+        assert!(
+            worst <= 0.5,
+            "a pass lost {:.0}% of its block requests",
+            100.0 * worst
+        );
     }
 }
