@@ -83,12 +83,8 @@ pub(crate) enum Shrink {
     /// A request fitted only slot `slot` of `node` by shrinking, when the pass had made
     /// `hits` hits; not taken.
     Probe { node: u32, slot: u32, hits: u64 },
-    /// Confirmed: requests may take slots they fit by shrinking, as long as one did in
-    /// the last [`RUN_GAP`] hits (`hits`: the pass's hits when one last did). A pass
-    /// that hits that often in a row is of its plan's shape again (or was never of a
-    /// smaller one: a pass that lost its place in its sequence can confirm a probe by
-    /// chance), and a smaller request there is an insertion, not a shrunk slot.
-    On { hits: u64 },
+    /// Confirmed: requests may take slots they fit by shrinking.
+    On,
 }
 
 /// Requests an anchored search matches in a row (see `replay.rs`, rule 6).
