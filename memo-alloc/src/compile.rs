@@ -104,7 +104,7 @@ pub(crate) struct Lost {
     /// Misses in the run.
     pub(crate) run: u32,
     /// The run length at which the next anchored search is made (doubles after each
-    /// search that found nothing or a place the search before did not find).
+    /// search that found nothing or a place the search before did not agree with).
     pub(crate) search_at: u32,
     /// Where the run's last search found a place: its slot less the request's index. A
     /// place is taken when two searches in a row agree on it (within [`AGREE`]).

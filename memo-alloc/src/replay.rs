@@ -168,8 +168,7 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
     let mut found = None;
     // An anchor of one size says nothing of where it is (a run of equal sizes matches
     // at every place of the run): it waits for a size that differs, without a search.
-    let telling = lost.missed.iter().any(|&(s, _)| s != size);
-    if lost.run >= lost.search_at && telling {
+    if lost.run >= lost.search_at && lost.missed.iter().any(|&(s, _)| s != size) {
         let end = cursor.end.min(cursor.next.saturating_add(LONG_WINDOW));
         let slot = |i: u64| {
             let i = u32::try_from(i).ok()?;
