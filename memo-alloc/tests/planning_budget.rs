@@ -1,7 +1,8 @@
 //! The allocator plans within a memory budget: `best` as the planner thread runs it must
 //! not build the exact search's quadratic tables for a pass of thousands of buffers that
 //! live together (a BERT-base pass: 2,483 buffers, 90 MB of tables for nothing, kept by
-//! the backend's arena afterwards).
+//! the backend's arena afterwards), nor the portfolio's best-fit tables (about 700 bytes
+//! per buffer) for a pass that one sweep in allocation order plans at the bound.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +33,18 @@ unsafe impl GlobalAlloc for Peak {
 #[global_allocator]
 static A: Peak = Peak;
 
+/// The counters are the process's: the tests measure one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Bytes at the peak of `f`, above what was live when it started.
+fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let out = f();
+    (out, PEAK.load(Ordering::Relaxed) - before)
+}
+
 /// An encoder-like pass: a few long-lived buffers, and a long chain of activations each
 /// alive for a few steps next to dozens of buffers alive for the whole pass (so that most
 /// pairs of buffers overlap in time).
@@ -61,10 +74,7 @@ fn encoder_like(n: usize) -> Problem {
 #[test]
 fn planning_a_large_pass_needs_memory_linear_in_it() {
     let p = encoder_like(2500);
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let plan = memo_alloc::testing::plan_offsets(OffsetStrategy::Best, &p);
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let (plan, peak) = peak_of(|| memo_alloc::testing::plan_offsets(OffsetStrategy::Best, &p));
     let h = validate_offsets(&p, &plan).expect("a valid plan");
     let lb = offsets_lower_bound(&p);
     let greedy = OffsetStrategy::GreedyBySize.plan(&p).height(&p);
@@ -75,5 +85,42 @@ fn planning_a_large_pass_needs_memory_linear_in_it() {
     assert!(
         peak < 16 << 20,
         "planning 2,500 buffers took {peak} bytes at its peak"
+    );
+}
+
+/// A transformer-like pass of `layers` layers: each layer's output lives into the next
+/// layer, and its temporaries nest inside it (as a stack), so allocation order is a good
+/// order and one sweep plans the pass at its lower bound.
+fn layered(layers: u64) -> Problem {
+    let mut buffers = Vec::new();
+    for i in 0..layers {
+        let t = 10 * i;
+        let mut push = |name: &str, lower: u64, upper: u64, size: u64, align: u64| {
+            buffers.push(Buffer::new(format!("{name}{i}"), lower, upper, size).with_align(align));
+        };
+        push("out", t + 8, t + 19, 65536, 64);
+        push("q", t, t + 7, 16384 * (1 + i % 3), 64);
+        push("k", t + 1, t + 6, 16384, 64);
+        push("scores", t + 2, t + 5, 4096 + 64 * (i % 7), 64);
+        push("max", t + 3, t + 4, 64 + 16 * (i % 3), 16);
+    }
+    Problem::new(buffers).expect("a valid problem")
+}
+
+#[test]
+fn a_pass_the_sweep_plans_at_the_bound_skips_the_portfolio() {
+    let p = layered(400);
+    let lb = offsets_lower_bound(&p);
+    let sweep = OffsetStrategy::GreedyInOrder.plan(&p).height(&p);
+    assert_eq!(sweep, lb, "the fixture: one sweep plans it at the bound");
+    let (plan, peak) = peak_of(|| memo_alloc::testing::plan_offsets(OffsetStrategy::Best, &p));
+    assert_eq!(validate_offsets(&p, &plan), Ok(lb));
+    // The bound and the sweep take about 85 bytes per buffer; the portfolio about 860
+    // (1.7 MB here).
+    let per_buffer = peak / p.len();
+    assert!(
+        per_buffer <= 128,
+        "planning {} buffers took {peak} bytes ({per_buffer} per buffer)",
+        p.len()
     );
 }
