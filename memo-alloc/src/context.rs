@@ -15,6 +15,7 @@ use std::ptr;
 
 use crate::compile::{CompiledPlan, Lost, Shrink, NO_SLOT};
 use crate::fallible::try_box;
+use crate::own_blocks::Spares;
 use crate::pass::{Mode, PassState};
 use crate::recorder::Recorder;
 use crate::slab::Instance;
@@ -57,6 +58,8 @@ pub(crate) struct Context {
     /// A helper context's id; `None` for the main context.
     pub(crate) helper: Option<u32>,
     pub(crate) recorder: Option<Recorder>,
+    /// Freed large blocks of a profiled context (see `own_blocks`).
+    pub(crate) spares: Spares,
     /// The context was cut short (profile abandoned, thread unwinding).
     pub(crate) abandoned: Option<AbandonReason>,
     /// The op-scope stack: scope node ids (the context's root is not on it).
@@ -88,6 +91,7 @@ impl Context {
             root,
             helper,
             recorder: None,
+            spares: Spares::new(),
             abandoned: None,
             stack: [0; MAX_DEPTH],
             depth: 0,

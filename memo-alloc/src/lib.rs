@@ -228,7 +228,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline(never)]
     unsafe fn alloc_profiled(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: forwarded.
-        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+        let ptr = unsafe { self.pass_block(pass, layout, zeroed) };
         if ptr.is_null() {
             return ptr; // a failed request is not part of the pass
         }
@@ -260,7 +260,13 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline]
     unsafe fn alloc_counted(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: forwarded.
-        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+        let ptr = unsafe {
+            if pass.pass().interim {
+                self.pass_block(pass, layout, zeroed)
+            } else {
+                self.backend_alloc(layout, zeroed)
+            }
+        };
         if !ptr.is_null() {
             pass.counters.allocations += 1;
         }
@@ -276,6 +282,28 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     unsafe fn alloc_outside(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         if own_blocks::wanted(layout) {
             let p = own_blocks::alloc(layout); // zero-filled
+            if !p.is_null() {
+                return p;
+            }
+        }
+        // SAFETY: forwarded.
+        unsafe { self.backend_alloc(layout, zeroed) }
+    }
+
+    /// A block for context `pass` of a profiled or interim pass (see
+    /// `PassState::interim`), not yet recorded: a large one from the context's spares or
+    /// the region's chunks (see `own_blocks::PASS_MIN_BYTES`), any other (or when the
+    /// region cannot serve it) from the backend.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
+    #[inline(always)]
+    unsafe fn pass_block(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
+        if own_blocks::wanted_in_profile(layout) {
+            let mut p = pass.spares.take(layout, zeroed);
+            if p.is_null() {
+                p = own_blocks::alloc(layout); // zero-filled
+            }
             if !p.is_null() {
                 return p;
             }
@@ -302,15 +330,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::dealloc`, for a backend pointer, on a thread in a profiled pass.
     #[cold]
     unsafe fn dealloc_profiled(&self, ptr: *mut u8, layout: Layout) {
-        let p = tls::pass();
-        // SAFETY: a non-null pass pointer is this thread's running pass.
-        if let Some(pass) = unsafe { p.as_mut() } {
-            tls::with_bookkeeping(|| {
-                if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.on_dealloc(ptr)) {
-                    lifecycle::abandon_running(pass, reason);
-                }
-            });
-        }
+        record_dealloc(ptr);
         // SAFETY: forwarded from GlobalAlloc::dealloc.
         unsafe { self.backend.dealloc(ptr, layout) }
     }
@@ -319,25 +339,68 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::realloc`, for an own block `ptr` (see `own_blocks`).
     #[cold]
     unsafe fn realloc_own(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let (hot, pass) = tls::hot_pass();
+        let profiled = hot == Hot::Profile;
+        // SAFETY: a non-null pass pointer is this thread's running pass.
+        let keeps = profiled || (hot == Hot::Counted && unsafe { (*pass).pass().interim });
         let chunks = |size: usize| geometry::chunks_for(size as u64);
-        if chunks(new_size) == chunks(layout.size()) {
-            return ptr; // the same chunks hold it: freed later with `new_size`, same count
-        }
-        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
-            return std::ptr::null_mut();
+        let new = if chunks(new_size) == chunks(layout.size()) {
+            ptr // the same chunks hold it: freed later with `new_size`, same count
+        } else {
+            let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+                return std::ptr::null_mut();
+            };
+            // SAFETY: non-zero size (GlobalAlloc::realloc's contract). In a profiled
+            // pass the move is recorded below, as a realloc, not as a new allocation.
+            // `keeps` only while `pass` is this thread's running pass.
+            let new = unsafe {
+                if keeps {
+                    self.pass_block(&mut *pass, new_layout, false)
+                } else {
+                    self.alloc_impl(new_layout, false)
+                }
+            };
+            if new.is_null() {
+                return new;
+            }
+            // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is
+            // a live own block of `layout.size()` bytes, freed once.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                if !(keeps && (*pass).spares.give(ptr, layout.size())) {
+                    own_blocks::free(ptr, layout.size());
+                }
+            }
+            new
         };
-        // SAFETY: non-zero size (GlobalAlloc::realloc's contract).
-        let new = unsafe { self.alloc_impl(new_layout, false) };
-        if new.is_null() {
-            return new;
-        }
-        // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is a
-        // live own block of `layout.size()` bytes, freed once.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-            own_blocks::free(ptr, layout.size());
+        if profiled {
+            record_realloc(ptr, new, new_size, layout.align());
         }
         new
+    }
+
+    /// Frees own block `ptr` of `size` bytes: recorded in a profiled pass, and kept in
+    /// the context's spares, while they have room, in a profiled or interim pass.
+    ///
+    /// # Safety
+    /// As `own_blocks::free`.
+    #[inline]
+    unsafe fn dealloc_own(&self, ptr: *mut u8, size: usize) {
+        let (hot, pass) = tls::hot_pass();
+        let keeps = match hot {
+            Hot::Profile => {
+                record_dealloc(ptr);
+                true
+            }
+            // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
+            Hot::Counted => unsafe { (*pass).pass().interim },
+            _ => false,
+        };
+        // SAFETY: `keeps` only while `pass` is this thread's running pass.
+        if !(keeps && unsafe { (*pass).spares.give(ptr, size) }) {
+            // SAFETY: the caller's.
+            unsafe { own_blocks::free(ptr, size) };
+        }
     }
 
     /// A backend block growing to an own block's size while the allocator's own work
@@ -413,24 +476,44 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     unsafe fn realloc_profiled(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded from GlobalAlloc::realloc.
         let new = unsafe { self.backend.realloc(ptr, layout, new_size) };
-        if new.is_null() {
-            return new;
-        }
-        let p = tls::pass();
-        // SAFETY: a non-null pass pointer is this thread's running pass.
-        if let Some(pass) = unsafe { p.as_mut() } {
-            tls::with_bookkeeping(|| {
-                let align = layout.align() as u64;
-                let recorded = pass
-                    .recorder
-                    .as_mut()
-                    .map(|r| r.on_realloc(ptr, new, new_size as u64, align));
-                if let Some(Err(reason)) = recorded {
-                    lifecycle::abandon_running(pass, reason);
-                }
-            });
+        if !new.is_null() {
+            record_realloc(ptr, new, new_size, layout.align());
         }
         new
+    }
+}
+
+/// Has this thread's profiled pass (if one runs) record the free of `ptr`, with the guard
+/// set.
+#[cold]
+fn record_dealloc(ptr: *mut u8) {
+    let p = tls::pass();
+    // SAFETY: a non-null pass pointer is this thread's running pass.
+    if let Some(pass) = unsafe { p.as_mut() } {
+        tls::with_bookkeeping(|| {
+            if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.on_dealloc(ptr)) {
+                lifecycle::abandon_running(pass, reason);
+            }
+        });
+    }
+}
+
+/// Has this thread's profiled pass (if one runs) record the move of `old` to `new`
+/// (`size` bytes, alignment `align`), with the guard set.
+#[cold]
+fn record_realloc(old: *mut u8, new: *mut u8, size: usize, align: usize) {
+    let p = tls::pass();
+    // SAFETY: a non-null pass pointer is this thread's running pass.
+    if let Some(pass) = unsafe { p.as_mut() } {
+        tls::with_bookkeeping(|| {
+            let recorded = pass
+                .recorder
+                .as_mut()
+                .map(|r| r.on_realloc(old, new, size as u64, align as u64));
+            if let Some(Err(reason)) = recorded {
+                lifecycle::abandon_running(pass, reason);
+            }
+        });
     }
 }
 
@@ -457,7 +540,7 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
         if let Some(owner) = region::lookup(ptr) {
             if owner == own_blocks::owner() {
                 // SAFETY: a live own block, of `layout.size()` bytes.
-                return unsafe { own_blocks::free(ptr, layout.size()) };
+                return unsafe { self.dealloc_own(ptr, layout.size()) };
             }
             // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
             return unsafe { replay::free(owner, ptr) };

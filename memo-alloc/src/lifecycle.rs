@@ -142,6 +142,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
     // Replay the published plan (also while another thread re-profiles the key).
     let (_reading, slabs) = entry.read();
     if slabs.is_null() {
+        pass.interim = matches!(entry.state(), KeyState::Profiling(_));
         return None;
     }
     // SAFETY: the read guard keeps the plan from being freed until we registered with it.

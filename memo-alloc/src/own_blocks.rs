@@ -1,6 +1,10 @@
 //! The allocator's own large buffers (a profile's recording and trace, the planner's
 //! problem, solutions and plan documents, compiled replay tables) come from whole chunks
-//! of the slab region, and go back to the OS the moment they are freed.
+//! of the slab region, and go back to the OS the moment they are freed. So do the large
+//! blocks (at least [`PASS_MIN_BYTES`]) of a pass that runs before its key's plan exists:
+//! the profiled pass, and interim passes (`PassState::interim`) of the key while it is
+//! profiled and planned. Within such a pass, a freed block is kept in its context's
+//! [`Spares`] for the next large request, so the pass's working set faults in once.
 //!
 //! From the backend, glibc kept them resident: planning candle's MobileNetV4 (350k
 //! allocations) left the planner thread's arena at 30 MB mapped with 15 MB of it free, and
@@ -19,13 +23,23 @@
 
 use std::alloc::Layout;
 
-use crate::geometry::{chunks_for, CHUNK};
+use crate::geometry::{chunks_for, CHUNK, PAGE};
 use crate::region;
 use crate::tls;
 
 /// Smallest request served here: smaller buffers are cheap for the backend to keep, and
 /// each block takes at least one 2 MiB chunk of address space.
 pub(crate) const MIN_BYTES: usize = 1 << 20;
+
+/// Smallest request of a profiled pass served here (glibc's first mmap threshold).
+///
+/// The profiled pass runs before its plan exists. From the backend, its large blocks
+/// stayed in the request thread's glibc arena after the pass: glibc raises its mmap and
+/// trim thresholds to the largest block it unmapped (trim: twice that), keeps that much
+/// free at an arena's top, and `malloc_trim` leaves a thread arena's top alone. So each
+/// request thread kept 1.3-2 MB of the profiled pass beside the slab that replaces it
+/// (memo-bench's BERT and ResNet-50 cells). Here they go back to the OS at their free.
+pub(crate) const PASS_MIN_BYTES: usize = 128 << 10;
 
 /// The directory's owner of every own block (its address is the mark; never read).
 static OWNER: u8 = 0;
@@ -40,6 +54,12 @@ pub(crate) fn owner() -> *mut () {
 #[inline(always)]
 pub(crate) fn wanted(layout: Layout) -> bool {
     layout.size() >= MIN_BYTES && tls::own_work()
+}
+
+/// Whether a request of `layout` in a profiled pass is one to serve here.
+#[inline(always)]
+pub(crate) fn wanted_in_profile(layout: Layout) -> bool {
+    layout.size() >= PASS_MIN_BYTES
 }
 
 /// A block of whole chunks for `layout`, zero-filled (fresh or returned chunks read as
@@ -66,4 +86,88 @@ pub(crate) unsafe fn free(ptr: *mut u8, size: usize) {
     debug_assert!(region::lookup(ptr) == Some(owner()));
     // SAFETY: the block's chunks were carved for it and the caller gives them up.
     unsafe { region::release_later(ptr, chunks_for(size as u64)) };
+}
+
+/// Freed blocks a profiled context keeps for its next large requests.
+const SPARES: usize = 32;
+
+/// Resident bytes a kept block may have past a request it serves.
+const SLACK: usize = 64 << 10;
+
+/// A profiled context's freed large blocks, kept for its next large requests of the same
+/// number of chunks: the pass's working set faults in once, as it would from the
+/// backend, instead of at every request (5x the pass's time on memo-bench's BERT
+/// without), and goes back to the OS when the context ends (its `Drop`) or when no room
+/// is left here. Never shared: only its context's thread touches it.
+pub(crate) struct Spares {
+    /// `(base, chunks, bytes)`: a free own block and the size it was last freed with
+    /// (the pages it most likely has resident).
+    blocks: [(*mut u8, usize, usize); SPARES],
+    len: usize,
+}
+
+impl Spares {
+    /// None kept.
+    pub(crate) const fn new() -> Spares {
+        Spares {
+            blocks: [(std::ptr::null_mut(), 0, 0); SPARES],
+            len: 0,
+        }
+    }
+
+    /// A kept block for `layout` (of its number of chunks, and among those the one whose
+    /// last size is closest above `layout`'s, else the largest), zero-filled when `zeroed`;
+    /// null when none is kept or `layout` needs more than a chunk's alignment.
+    pub(crate) fn take(&mut self, layout: Layout, zeroed: bool) -> *mut u8 {
+        let (size, need) = (layout.size(), chunks_for(layout.size() as u64));
+        if layout.align() > CHUNK {
+            return std::ptr::null_mut();
+        }
+        let kept = &self.blocks[..self.len];
+        let fit = kept
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, chunks, _))| chunks == need)
+            .min_by_key(|(_, &(_, _, bytes))| (bytes < size, bytes.abs_diff(size)));
+        let Some((i, &(base, _, _))) = fit else {
+            return std::ptr::null_mut();
+        };
+        let (_, _, last) = self.blocks[i];
+        self.len -= 1;
+        self.blocks[i] = self.blocks[self.len];
+        let (keep, touched) = (size.next_multiple_of(PAGE), last.next_multiple_of(PAGE));
+        if touched > keep + SLACK {
+            // The pages past the request go back to the OS: a small request in a block
+            // a larger one used would keep them resident for nothing.
+            // SAFETY: whole pages of the block past its first `size` bytes, ours.
+            unsafe { libc::madvise(base.add(keep).cast(), touched - keep, libc::MADV_DONTNEED) };
+        }
+        if zeroed {
+            // SAFETY: the block's chunks hold at least `size` bytes and are ours (taken
+            // off the list just now).
+            unsafe { base.write_bytes(0, size) };
+        }
+        base
+    }
+
+    /// Keeps the freed own block `base` of `size` bytes; `false` (nothing kept) when full.
+    pub(crate) fn give(&mut self, base: *mut u8, size: usize) -> bool {
+        debug_assert!(region::lookup(base) == Some(owner()));
+        let Some(slot) = self.blocks.get_mut(self.len) else {
+            return false;
+        };
+        *slot = (base, chunks_for(size as u64), size);
+        self.len += 1;
+        true
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        for &(base, chunks, _) in &self.blocks[..self.len] {
+            // SAFETY: a free own block of `chunks` chunks, kept only here.
+            unsafe { region::release_later(base, chunks) };
+        }
+        self.len = 0;
+    }
 }

@@ -57,6 +57,10 @@ pub(crate) struct PassState {
     pub(crate) counted: bool,
     /// Made by `pass()`: owned by the thread that made it (its exit ends the pass).
     pub(crate) bound: bool,
+    /// Runs on the backend only until its key's first plan is published (the key is
+    /// being profiled or planned): its large blocks are kept off the backend's arenas,
+    /// as a profiled pass's are (see `own_blocks`).
+    pub(crate) interim: bool,
     refs: plain::AtomicU32,
     active: plain::AtomicU32,
     ended: plain::AtomicBool,
@@ -94,6 +98,7 @@ impl PassState {
             inst: plain::AtomicPtr::new(ptr::null_mut()),
             counted,
             bound: false,
+            interim: false,
             refs: plain::AtomicU32::new(1),
             active: plain::AtomicU32::new(1),
             ended: plain::AtomicBool::new(false),

@@ -12,6 +12,14 @@ static A: MemoAlloc = MemoAlloc::system();
 
 const KEY: &str = "resident";
 
+/// The tests run one at a time: carving takes the region lock with `try_lock`, and a
+/// block that meets another test's carve goes to the backend.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Buffers of 96 KiB to 1 MiB with staggered lifetimes, every byte written.
 fn pass() -> u64 {
     let _p = memo_alloc::pass(KEY);
@@ -33,6 +41,7 @@ fn pass() -> u64 {
 #[test]
 fn resident_size_stays_within_one_percent_of_the_height() {
     common::inline_planner();
+    let _one = one_at_a_time();
     let expected = pass(); // profiled
     assert_eq!(pass(), expected); // replayed: every slot written once
     let r = memo_alloc::report(KEY).expect("report");
@@ -49,4 +58,149 @@ fn resident_size_stays_within_one_percent_of_the_height() {
         "every planned byte was written, so (nearly) all of the height is resident: {r:?}"
     );
     assert!(memo_alloc::stats().slab_resident_bytes >= r.slab_resident_bytes);
+}
+
+/// Pages of `[addr, addr + len)` resident now (`mincore`; the range is in the slab
+/// region, which stays mapped).
+fn resident_pages(addr: usize, len: usize) -> usize {
+    let page = 4096;
+    let start = addr / page * page;
+    let pages = (addr + len).div_ceil(page) - start / page;
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` has one byte per page of the range; mincore only writes it.
+    let rc = unsafe { libc::mincore(start as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+/// Pages of a freed own block at `addr` still resident, but for its first (which links
+/// the block into the region's list of runs to reclaim, until the next carve).
+fn released(addr: usize, len: usize) -> usize {
+    resident_pages(addr + 4096, len - 4096)
+}
+
+/// Large buffers of 128 KiB to 528 KiB, four alive at a time, every byte written; returns
+/// each buffer's address and size, and checks that buffers made by `alloc_zeroed` in
+/// blocks that earlier buffers dirtied read as zero.
+fn large_buffers() -> Vec<(usize, usize)> {
+    let mut seen = Vec::new();
+    let mut live: Vec<Vec<u8>> = Vec::new();
+    for i in 0..24usize {
+        let size = (128 << 10) + (i % 5) * (100 << 10);
+        let v = if i % 2 == 0 {
+            vec![(i % 251) as u8 + 1; size]
+        } else {
+            let v = vec![0u8; size];
+            assert!(v.iter().all(|&b| b == 0), "a zeroed buffer read non-zero");
+            v
+        };
+        seen.push((v.as_ptr() as usize, size));
+        live.push(v);
+        if live.len() > 4 {
+            live.remove(0);
+        }
+    }
+    seen
+}
+
+/// A pass profiled before its plan exists keeps its large blocks off the backend's
+/// arenas: they come from the slab region, are reused within the pass, and go back to
+/// the OS when the pass ends (from glibc they stayed resident in the request thread's
+/// arena, beside the slab that replays the pass). A block that escapes the pass stays.
+#[test]
+fn a_profiled_pass_gives_its_large_blocks_back_to_the_os() {
+    common::inline_planner();
+    let _one = one_at_a_time();
+    let escaping;
+    let seen = {
+        let _p = memo_alloc::pass("resident-profiled");
+        let seen = large_buffers();
+        escaping = vec![7u8; 256 << 10];
+        seen
+    };
+    assert!(
+        seen.iter()
+            .all(|&(a, _)| memo_alloc::testing::is_own_block(a as *const u8)),
+        "every large block of the profiled pass is the region's"
+    );
+    let mut bases: Vec<usize> = seen.iter().map(|&(a, _)| a).collect();
+    bases.sort_unstable();
+    bases.dedup();
+    assert!(
+        bases.len() <= 8,
+        "freed blocks are reused: {} bases",
+        bases.len()
+    );
+    let e = escaping.as_ptr() as usize;
+    for &(a, size) in &seen {
+        if a != e {
+            assert_eq!(released(a, size), 0, "block {a:#x} stayed resident");
+        }
+    }
+    assert!(memo_alloc::testing::is_own_block(escaping.as_ptr()));
+    assert!(
+        escaping.iter().all(|&b| b == 7),
+        "the escaping block kept its bytes"
+    );
+}
+
+/// A pass that runs on the backend while its key is first profiled (an interim pass)
+/// keeps its large blocks off the backend's arenas too.
+#[test]
+fn an_interim_pass_takes_its_large_blocks_from_the_region() {
+    common::inline_planner();
+    let _one = one_at_a_time();
+    const KEY: &str = "resident-interim";
+    let profiling = std::sync::Barrier::new(2);
+    let done = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _p = memo_alloc::pass(KEY); // profiled: open until the other pass ends
+            profiling.wait();
+            done.wait();
+        });
+        profiling.wait();
+        let seen = {
+            let _p = memo_alloc::pass(KEY);
+            large_buffers()
+        };
+        done.wait();
+        assert!(
+            seen.iter()
+                .all(|&(a, _)| memo_alloc::testing::is_own_block(a as *const u8)),
+            "every large block of the interim pass is the region's"
+        );
+        for &(a, size) in &seen {
+            assert_eq!(released(a, size), 0, "block {a:#x} stayed resident");
+        }
+    });
+    let r = memo_alloc::report(KEY).expect("report");
+    assert_eq!(r.passes_profiled, 1, "{r:?}");
+}
+
+/// A block a large buffer dirtied, kept and handed to a much smaller request, keeps only
+/// the smaller request's pages resident.
+#[test]
+fn a_kept_block_serving_a_smaller_request_keeps_only_its_pages() {
+    common::inline_planner();
+    let _one = one_at_a_time();
+    let _p = memo_alloc::pass("resident-smaller");
+    let big = vec![3u8; 1536 << 10];
+    let base = std::hint::black_box(&big).as_ptr() as usize; // every page written
+    drop(big);
+    let small = vec![0u8; 128 << 10];
+    assert_eq!(
+        small.as_ptr() as usize,
+        base,
+        "the kept block serves the smaller request"
+    );
+    assert!(
+        small.iter().all(|&b| b == 0),
+        "zeroed, though the big buffer dirtied it"
+    );
+    let resident = resident_pages(base, 1536 << 10);
+    assert!(
+        resident <= 32 + 16,
+        "{resident} pages resident for a 32-page buffer"
+    );
 }
