@@ -107,6 +107,16 @@ fn make(key: &str, bound: bool) -> Option<*const PassState> {
     Some(Box::into_raw(state))
 }
 
+/// A re-profile of `entry` begins: the idle instances of the plan it will replace give
+/// their memory back (see `Slabs::shed_idle`).
+fn shed_old_slabs(entry: &KeyEntry) {
+    let (_reading, slabs) = entry.read();
+    // SAFETY: the read guard keeps the plan from being freed while it is used here.
+    if let Some(s) = unsafe { slabs.as_ref() } {
+        s.shed_idle();
+    }
+}
+
 /// Profile, replay or backend for this pass of `entry`; the recorder of a profile.
 fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Option<Recorder> {
     let key: &'static str = &entry.key; // entries are never freed
@@ -124,6 +134,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
             stats::add(&entry.counters.admissions_refused, 1);
         } else if entry.begin_profile() {
             entry.note_profile(cfg.max_plans);
+            shed_old_slabs(entry);
             match Recorder::new(key, cfg.backtrace, Bounds::of(cfg)) {
                 Some(rec) => {
                     pass.mode = Mode::Profile;

@@ -466,6 +466,34 @@ impl Slabs {
             .sum()
     }
 
+    /// Returns the memory of every free instance with no live slot to the OS: its key
+    /// begins a re-profile, whose pass takes its working set from the region beside this
+    /// plan's slabs (see `own_blocks`), and this plan is replaced when the new one is
+    /// published. An instance taken meanwhile (a pass of the key on another thread) gets
+    /// a block again, as after [`Slabs::park`]. Runs at a pass boundary.
+    pub(crate) fn shed_idle(&self) {
+        let n = self.count.load(Ordering::Acquire);
+        for slot in &self.instances[..n] {
+            // SAFETY: published instances live as long as their `Slabs`.
+            let i = unsafe { &*slot.load(Ordering::Acquire) };
+            if i.state
+                .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue; // a pass holds it, or it is retired
+            }
+            if !i.any_live() {
+                // SAFETY: IN_USE was won by this thread, so it owns the instance and only
+                // it could hand out a slot: every slot seen free stays free.
+                if let Some(block) = unsafe { i.block.with_mut(Option::take) } {
+                    i.base.store(ptr::null_mut(), Ordering::Relaxed);
+                    blocks::release(block);
+                }
+            }
+            i.state.store(FREE, Ordering::Release);
+        }
+    }
+
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are
     /// dead (the `Slabs` may then be freed).
     pub(crate) fn try_retire(&self) -> bool {

@@ -204,3 +204,57 @@ fn a_kept_block_serving_a_smaller_request_keeps_only_its_pages() {
         "{resident} pages resident for a 32-page buffer"
     );
 }
+
+/// When a key is re-profiled, the idle slab of the plan being replaced gives its memory
+/// back before the re-profile builds its working set beside it: during the re-profiling
+/// pass, the old plan has no page resident (it had its whole height before).
+#[test]
+fn a_re_profile_sheds_the_old_plans_idle_slab() {
+    common::inline_planner();
+    let _one = one_at_a_time();
+    const KEY: &str = "resident-reprofile";
+    let run = |one_time: bool, inside: &mut dyn FnMut()| {
+        let _p = memo_alloc::pass(KEY);
+        // One-time allocations of the first pass only: the later passes skip their slots,
+        // which re-profiles the key after one window of 3 replays.
+        let first: Vec<Vec<u8>> = if one_time {
+            (0..30).map(|i| vec![2; 48 + i]).collect()
+        } else {
+            Vec::new()
+        };
+        std::hint::black_box(&first);
+        // 60 buffers of 256-272 KiB, four alive at a time: a slab of about 1 MiB.
+        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(4);
+        for i in 0..60usize {
+            kept.push(std::hint::black_box(vec![
+                i as u8;
+                (256 << 10) + 4096 * (i % 5)
+            ]));
+            if kept.len() == 4 {
+                kept.clear();
+            }
+        }
+        inside();
+    };
+    run(true, &mut || {}); // profiled
+    let mut resident = Vec::new();
+    for _ in 0..4 {
+        // Replays 1-3, then the re-profile; the old plan's slab, measured inside each.
+        run(false, &mut || {
+            let r = memo_alloc::report(KEY).expect("report");
+            resident.push((r.passes_profiled, r.slab_resident_bytes));
+        });
+    }
+    let r = memo_alloc::report(KEY).expect("report");
+    assert_eq!(r.passes_profiled, 2, "the fourth pass re-profiled: {r:?}");
+    assert!(
+        resident[..3].iter().all(|&(p, b)| p == 1 && b >= 1 << 20),
+        "the replays had the slab resident: {resident:?}"
+    );
+    // (A profile is counted when it ends.)
+    assert_eq!(
+        resident[3],
+        (1, 0),
+        "the re-profile shed the idle slab: {resident:?}"
+    );
+}
