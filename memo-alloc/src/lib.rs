@@ -280,7 +280,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
     unsafe fn alloc_outside(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        if own_blocks::wanted(layout) {
+        if own_blocks::wanted(layout) && tls::own_work() {
             let p = own_blocks::alloc(layout); // zero-filled
             if !p.is_null() {
                 return p;
@@ -299,7 +299,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
     unsafe fn pass_block(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
-        if own_blocks::wanted_in_profile(layout) {
+        if own_blocks::wanted_in_pass(layout) {
             let mut p = pass.spares.take(layout, zeroed);
             if p.is_null() {
                 p = own_blocks::alloc(layout); // zero-filled
@@ -341,8 +341,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     unsafe fn realloc_own(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let (hot, pass) = tls::hot_pass();
         let profiled = hot == Hot::Profile;
-        // SAFETY: a non-null pass pointer is this thread's running pass.
-        let keeps = profiled || (hot == Hot::Counted && unsafe { (*pass).pass().interim });
+        let keeps = keeps_blocks(hot, pass);
         let chunks = |size: usize| geometry::chunks_for(size as u64);
         let new = if chunks(new_size) == chunks(layout.size()) {
             ptr // the same chunks hold it: freed later with `new_size`, same count
@@ -387,15 +386,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline]
     unsafe fn dealloc_own(&self, ptr: *mut u8, size: usize) {
         let (hot, pass) = tls::hot_pass();
-        let keeps = match hot {
-            Hot::Profile => {
-                record_dealloc(ptr);
-                true
-            }
-            // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
-            Hot::Counted => unsafe { (*pass).pass().interim },
-            _ => false,
-        };
+        if hot == Hot::Profile {
+            record_dealloc(ptr);
+        }
+        let keeps = keeps_blocks(hot, pass);
         // SAFETY: `keeps` only while `pass` is this thread's running pass.
         if !(keeps && unsafe { (*pass).spares.give(ptr, size) }) {
             // SAFETY: the caller's.
@@ -412,7 +406,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[cold]
     unsafe fn realloc_outside(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
-            let new = if own_blocks::wanted(new_layout) {
+            let new = if own_blocks::wanted(new_layout) && tls::own_work() {
                 own_blocks::alloc(new_layout)
             } else {
                 std::ptr::null_mut()
@@ -480,6 +474,19 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             record_realloc(ptr, new, new_size, layout.align());
         }
         new
+    }
+}
+
+/// Whether this thread's running pass `pass`, of mode `hot` (as `tls::hot_pass` gives
+/// them), keeps its large blocks off the backend: a profiled or interim pass (see
+/// `own_blocks`).
+#[inline(always)]
+fn keeps_blocks(hot: Hot, pass: *mut Context) -> bool {
+    match hot {
+        Hot::Profile => true,
+        // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
+        Hot::Counted => unsafe { (*pass).pass().interim },
+        _ => false,
     }
 }
 
@@ -607,7 +614,7 @@ mod tests {
     fn own_block(mut attempt: impl FnMut() -> *mut u8, mut undo: impl FnMut(*mut u8)) -> *mut u8 {
         for _ in 0..1000 {
             let p = attempt();
-            if region::lookup(p) == Some(own_blocks::owner()) {
+            if own_blocks::contains(p) {
                 return p;
             }
             undo(p);
@@ -624,7 +631,7 @@ mod tests {
         static OWN: MemoAlloc<Counting> = MemoAlloc::new(Counting(AtomicU64::new(0)));
         let big = Layout::from_size_align(own_blocks::MIN_BYTES + 1, 64).unwrap();
         let small = Layout::from_size_align(own_blocks::MIN_BYTES - 1, 64).unwrap();
-        let is_own = |p: *mut u8| region::lookup(p) == Some(own_blocks::owner());
+        let is_own = own_blocks::contains;
         // SAFETY (every block below): non-zero sizes; each block is freed once, with the
         // layout it has then.
         tls::with_bookkeeping(|| unsafe {

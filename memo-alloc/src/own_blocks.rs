@@ -12,7 +12,7 @@
 //! arena only past a threshold that rises with the largest block freed, and
 //! `malloc_trim` does not shrink a thread arena's top.
 //!
-//! A request of at least [`MIN_BYTES`] made while [`tls::own_work`] holds (bookkeeping,
+//! A request of at least [`MIN_BYTES`] made while `tls::own_work` holds (bookkeeping,
 //! or any allocation on the planner thread) is carved here. Carving takes the region lock
 //! with `try_lock`: when the lock is busy (another thread carving a slab, or this thread
 //! growing an instance pool under it) the request goes to the backend instead, so this
@@ -25,7 +25,6 @@ use std::alloc::Layout;
 
 use crate::geometry::{chunks_for, CHUNK, PAGE};
 use crate::region;
-use crate::tls;
 
 /// Smallest request served here: smaller buffers are cheap for the backend to keep, and
 /// each block takes at least one 2 MiB chunk of address space.
@@ -50,15 +49,22 @@ pub(crate) fn owner() -> *mut () {
     (&OWNER as *const u8).cast_mut().cast()
 }
 
-/// Whether a request of `layout` made now is one to serve here.
+/// Whether a request of `layout` made during the allocator's own work (`tls::own_work`)
+/// is one to serve here.
 #[inline(always)]
 pub(crate) fn wanted(layout: Layout) -> bool {
-    layout.size() >= MIN_BYTES && tls::own_work()
+    layout.size() >= MIN_BYTES
 }
 
-/// Whether a request of `layout` in a profiled pass is one to serve here.
+/// Whether `p` is an own block (of the region, with [`owner`] in its chunk's entry).
 #[inline(always)]
-pub(crate) fn wanted_in_profile(layout: Layout) -> bool {
+pub(crate) fn contains(p: *mut u8) -> bool {
+    region::lookup(p) == Some(owner())
+}
+
+/// Whether a request of `layout` in a profiled or interim pass is one to serve here.
+#[inline(always)]
+pub(crate) fn wanted_in_pass(layout: Layout) -> bool {
     layout.size() >= PASS_MIN_BYTES
 }
 
@@ -83,7 +89,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
 /// uses it afterwards.
 #[cold]
 pub(crate) unsafe fn free(ptr: *mut u8, size: usize) {
-    debug_assert!(region::lookup(ptr) == Some(owner()));
+    debug_assert!(contains(ptr));
     // SAFETY: the block's chunks were carved for it and the caller gives them up.
     unsafe { region::release_later(ptr, chunks_for(size as u64)) };
 }
@@ -152,7 +158,7 @@ impl Spares {
 
     /// Keeps the freed own block `base` of `size` bytes; `false` (nothing kept) when full.
     pub(crate) fn give(&mut self, base: *mut u8, size: usize) -> bool {
-        debug_assert!(region::lookup(base) == Some(owner()));
+        debug_assert!(contains(base));
         let Some(slot) = self.blocks.get_mut(self.len) else {
             return false;
         };

@@ -28,5 +28,5 @@ pub fn plan_offsets(
 /// Whether `p` is one of the region's own blocks (see `own_blocks.rs`): the allocator's
 /// own large buffers, and the large blocks of profiled and interim passes.
 pub fn is_own_block(p: *const u8) -> bool {
-    crate::region::lookup(p.cast_mut()) == Some(crate::own_blocks::owner())
+    crate::own_blocks::contains(p.cast_mut())
 }

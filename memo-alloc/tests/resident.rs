@@ -79,6 +79,18 @@ fn released(addr: usize, len: usize) -> usize {
     resident_pages(addr + 4096, len - 4096)
 }
 
+/// Every block of `blocks` (`(address, size)`, freed by a `what` pass) came from the
+/// region and has gone back to the OS.
+fn assert_from_the_region_and_given_back(blocks: &[(usize, usize)], what: &str) {
+    for &(a, size) in blocks {
+        assert!(
+            memo_alloc::testing::is_own_block(a as *const u8),
+            "a large block of the {what} pass, {a:#x}, is not the region's"
+        );
+        assert_eq!(released(a, size), 0, "block {a:#x} stayed resident");
+    }
+}
+
 /// Large buffers of 128 KiB to 528 KiB, four alive at a time, every byte written; returns
 /// each buffer's address and size, and checks that buffers made by `alloc_zeroed` in
 /// blocks that earlier buffers dirtied read as zero.
@@ -118,11 +130,6 @@ fn a_profiled_pass_gives_its_large_blocks_back_to_the_os() {
         escaping = vec![7u8; 256 << 10];
         seen
     };
-    assert!(
-        seen.iter()
-            .all(|&(a, _)| memo_alloc::testing::is_own_block(a as *const u8)),
-        "every large block of the profiled pass is the region's"
-    );
     let mut bases: Vec<usize> = seen.iter().map(|&(a, _)| a).collect();
     bases.sort_unstable();
     bases.dedup();
@@ -132,11 +139,8 @@ fn a_profiled_pass_gives_its_large_blocks_back_to_the_os() {
         bases.len()
     );
     let e = escaping.as_ptr() as usize;
-    for &(a, size) in &seen {
-        if a != e {
-            assert_eq!(released(a, size), 0, "block {a:#x} stayed resident");
-        }
-    }
+    let freed: Vec<(usize, usize)> = seen.iter().copied().filter(|&(a, _)| a != e).collect();
+    assert_from_the_region_and_given_back(&freed, "profiled");
     assert!(memo_alloc::testing::is_own_block(escaping.as_ptr()));
     assert!(
         escaping.iter().all(|&b| b == 7),
@@ -165,14 +169,7 @@ fn an_interim_pass_takes_its_large_blocks_from_the_region() {
             large_buffers()
         };
         done.wait();
-        assert!(
-            seen.iter()
-                .all(|&(a, _)| memo_alloc::testing::is_own_block(a as *const u8)),
-            "every large block of the interim pass is the region's"
-        );
-        for &(a, size) in &seen {
-            assert_eq!(released(a, size), 0, "block {a:#x} stayed resident");
-        }
+        assert_from_the_region_and_given_back(&seen, "interim");
     });
     let r = memo_alloc::report(KEY).expect("report");
     assert_eq!(r.passes_profiled, 1, "{r:?}");
