@@ -491,28 +491,28 @@ fn finish_profile(
     // from the increment itself, so concurrent profiles get distinct numbers.
     let serial = entry.map(|e| e.counters.passes_profiled.fetch_add(1, Ordering::Relaxed) + 1);
     let fragments = p.take_fragments();
-    let trace = match (recorder, abandon, fragments) {
-        (Some(rec), None, Some(fragments)) => rec.finish().and_then(|mut trace| {
+    let profile = match (recorder, abandon, fragments) {
+        (Some(rec), None, Some(fragments)) => rec.finish().and_then(|mut profile| {
             for f in fragments {
                 let part = f.recorder.finish()?;
-                trace
+                profile
                     .adopt_helper(f.helper, part)
                     .map_err(|_| AbandonReason::OutOfMemory)?;
             }
-            Ok(trace)
+            Ok(profile)
         }),
         (_, Some(reason), _) => Err(reason),
         (_, None, None) => Err(AbandonReason::OutOfMemory),
         (None, None, _) => Err(AbandonReason::OutOfMemory), // not reached: see `choose`
     };
-    let trace = match trace {
-        Ok(trace) => trace,
+    let profile = match profile {
+        Ok(profile) => profile,
         Err(reason) => return abandon_profile(entry, reason),
     };
     // The key's previous plan, held for merging into the new one.
     let base = entry.and_then(Pinned::current);
     let job = Job {
-        trace,
+        profile,
         entry,
         serial,
         base,

@@ -12,18 +12,19 @@
 //! drop out of the plan.
 
 use crate::compile::{CompiledPlan, Slot};
-use crate::trace::{Seen, Trace};
+use crate::profile::Profile;
+use crate::trace::Seen;
 
 /// How far ahead, in old slots, an allocation looks for its counterpart.
 const WINDOW: u32 = 16;
 
-/// For each allocation of `trace` (by id), what `old` saw for its key, if it has one.
-pub(crate) fn seen_in(trace: &Trace, old: &CompiledPlan) -> Vec<Option<Seen>> {
-    let node_of = old_nodes(trace, old);
-    let mut seen = vec![None; trace.allocations.len()];
-    let mut cursors: Vec<Option<u32>> = vec![None; trace.scopes.len()];
-    for a in &trace.allocations {
-        if a.ordinal.is_none() {
+/// For each allocation of `profile` (by id), what `old` saw for its key, if it has one.
+pub(crate) fn seen_in(profile: &Profile, old: &CompiledPlan) -> Vec<Option<Seen>> {
+    let node_of = old_nodes(profile, old);
+    let mut seen = vec![None; profile.records.len()];
+    let mut cursors: Vec<Option<u32>> = vec![None; profile.scopes.len()];
+    for (id, a) in profile.records.iter().enumerate() {
+        if a.ordinal().is_none() {
             continue; // a realloc continues its chain's key
         }
         let Some(node) = node_of.get(a.scope as usize).copied().flatten() else {
@@ -42,7 +43,7 @@ pub(crate) fn seen_in(trace: &Trace, old: &CompiledPlan) -> Vec<Option<Seen>> {
         if let Some(i) = found {
             *cursor = i + 1;
             let s = &old.slots[i as usize];
-            seen[a.id as usize] = Some(Seen {
+            seen[id] = Some(Seen {
                 min: s.min_size(),
                 max: s.size,
                 align: 1 << s.align_log2,
@@ -59,10 +60,10 @@ fn tolerates(slot: &Slot, size: u64) -> bool {
         && size.saturating_mul(2) >= slot.min_size()
 }
 
-/// For each scope of `trace` (by id), the node of `old` it enters, if any.
-fn old_nodes(trace: &Trace, old: &CompiledPlan) -> Vec<Option<u32>> {
-    let mut node_of: Vec<Option<u32>> = vec![None; trace.scopes.len()];
-    for s in &trace.scopes {
+/// For each scope of `profile` (by id), the node of `old` it enters, if any.
+fn old_nodes(profile: &Profile, old: &CompiledPlan) -> Vec<Option<u32>> {
+    let mut node_of: Vec<Option<u32>> = vec![None; profile.scopes.len()];
+    for s in &profile.scopes {
         let node = match s.parent {
             None => Some(0),
             Some(p) => node_of
@@ -82,7 +83,9 @@ fn old_nodes(trace: &Trace, old: &CompiledPlan) -> Vec<Option<u32>> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::trace::{AllocKind, PlanFile, TraceAlloc, TraceScope, FORMAT_VERSION, TRACE_FORMAT};
+    use crate::trace::{
+        AllocKind, PlanFile, Trace, TraceAlloc, TraceScope, FORMAT_VERSION, TRACE_FORMAT,
+    };
     use memo_planner::OffsetStrategy;
 
     /// A trace of one node: allocations of these sizes, each freed right after.
@@ -124,6 +127,11 @@ mod tests {
         }
     }
 
+    /// What `old` saw for the keys of trace `t`.
+    fn seen(t: &Trace, old: &CompiledPlan) -> Vec<Option<Seen>> {
+        seen_in(&Profile::from_trace(t), old)
+    }
+
     fn plan(t: &Trace, seen: &[Option<Seen>]) -> PlanFile {
         PlanFile::from_trace_seen(t, OffsetStrategy::GreedyBySize, seen)
     }
@@ -141,14 +149,14 @@ mod tests {
         let pa = plan(&a, &[]);
         let b = trace(&[1100, 64, 3900, 200]);
         let old = CompiledPlan::compile(&pa).unwrap();
-        let pb = plan(&b, &seen_in(&b, &old));
+        let pb = plan(&b, &seen(&b, &old));
         assert_eq!(
             ranges(&pb),
             [(1000, 1100), (64, 64), (3900, 4096), (200, 200)]
         );
         // Merging again with either shape changes nothing: converged.
         let again = CompiledPlan::compile(&pb).unwrap();
-        assert_eq!(ranges(&plan(&a, &seen_in(&a, &again))), ranges(&pb));
+        assert_eq!(ranges(&plan(&a, &seen(&a, &again))), ranges(&pb));
     }
 
     #[test]
@@ -157,26 +165,14 @@ mod tests {
         let first = trace(&[16, 24, 32, 1000, 64, 4096]);
         let old = CompiledPlan::compile(&plan(&first, &[])).unwrap();
         let later = trace(&[1000, 64, 4096]);
-        let p = plan(&later, &seen_in(&later, &old));
+        let p = plan(&later, &seen(&later, &old));
         assert_eq!(ranges(&p), [(1000, 1000), (64, 64), (4096, 4096)]);
-    }
-
-    /// The allocator plans from an owned trace, dropped before the strategy runs; the
-    /// plan is the one planning from a borrowed trace makes, merged keys included.
-    #[test]
-    fn planning_an_owned_trace_makes_the_same_plan() {
-        let old = CompiledPlan::compile(&plan(&trace(&[1000, 64, 4096, 200]), &[])).unwrap();
-        let t = trace(&[16, 1100, 64, 3900, 200]);
-        let seen = seen_in(&t, &old);
-        let owned = PlanFile::from_owned_trace_seen(t.clone(), OffsetStrategy::GreedyBySize, &seen);
-        assert_eq!(owned, plan(&t, &seen));
-        assert_eq!(ranges(&owned)[1], (1000, 1100));
     }
 
     #[test]
     fn sizes_far_apart_are_not_the_same_key() {
         let old = CompiledPlan::compile(&plan(&trace(&[1000]), &[])).unwrap();
         let t = trace(&[10_000]);
-        assert_eq!(seen_in(&t, &old), [None]);
+        assert_eq!(seen(&t, &old), [None]);
     }
 }

@@ -9,16 +9,18 @@ use crate::cache;
 use crate::compile::CompiledPlan;
 use crate::config::{Config, Mode};
 use crate::files;
+use crate::plan_build;
+use crate::profile::{Profile, Record, NONE};
 use crate::reclaim::RECLAIMER;
 use crate::registry::{self, KeyEntry, Summary};
 use crate::slab::{Slabs, MAX_INSTANCES};
 use crate::stats::{self, PlanRejection, GLOBAL};
 use crate::sync::Ordering;
-use crate::trace::{PlanFile, Seen, Trace};
+use crate::trace::{PlanFile, Seen};
 
 /// A finished profile to plan.
 pub(crate) struct Job {
-    pub(crate) trace: Trace,
+    pub(crate) profile: Profile,
     pub(crate) entry: Option<&'static KeyEntry>,
     /// The pass's number among its key's profiles (names its files).
     pub(crate) serial: Option<u64>,
@@ -59,7 +61,7 @@ impl Drop for Pinned {
 /// Plans a finished profile (a planner job; see `planner`).
 pub(crate) fn plan_profile(job: Job, cfg: &Config) {
     let Job {
-        trace,
+        profile,
         entry,
         serial,
         base,
@@ -67,33 +69,33 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
     // Merged with the key's previous plan, if any: plans converge (see `merge`).
     let seen = base
         .as_ref()
-        .map(|b| crate::merge::seen_in(&trace, &b.get().plan))
+        .map(|b| crate::merge::seen_in(&profile, &b.get().plan))
         .unwrap_or_default();
     drop(base);
-    finish_profile(trace, &seen, entry, serial, cfg);
+    finish_profile(profile, &seen, entry, serial, cfg);
 }
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
 /// `seen`: what earlier profiles saw for its keys), writes its files, and in replay mode
-/// publishes the plan. Unless its files are written, the trace is dropped before the
-/// strategy runs: a pass of 350,000 allocations takes 36 MB of trace.
+/// publishes the plan. The trace document is made only when its files are written (see
+/// `profile`).
 fn finish_profile(
-    trace: Trace,
+    profile: Profile,
     seen: &[Option<Seen>],
     entry: Option<&'static KeyEntry>,
     serial: Option<u64>,
     cfg: &Config,
 ) {
-    let counts = TraceCounts::of(&trace);
+    let counts = TraceCounts::of(&profile);
     let t0 = Instant::now();
     let plan = match &cfg.trace_dir {
         Some(dir) => {
-            let plan = PlanFile::from_trace_seen(&trace, cfg.strategy, seen);
+            let trace = profile.to_trace();
+            let plan = plan_build::plan_profile(profile, cfg.strategy, seen, give_back);
             files::write_pass(dir, &trace, &plan, serial);
             plan
         }
-        // Dropped before the strategy runs (see `PlanFile::from_owned_trace_seen`).
-        None => PlanFile::from_owned_trace_seen(trace, cfg.strategy, seen),
+        None => plan_build::plan_profile(profile, cfg.strategy, seen, give_back),
     };
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     let Some(entry) = entry else { return };
@@ -111,7 +113,12 @@ fn finish_profile(
     }
 }
 
-/// What a pass's summary says of its trace, taken before the trace is dropped.
+/// Keeps a planned profile's record buffer for the next profiles (when small).
+fn give_back(records: Vec<Record>) {
+    crate::recorder::keep_spare(Vec::new(), records);
+}
+
+/// What a pass's summary says of its profile, taken before planning consumes it.
 struct TraceCounts {
     allocations: u64,
     reallocs: u64,
@@ -120,16 +127,12 @@ struct TraceCounts {
 }
 
 impl TraceCounts {
-    fn of(trace: &Trace) -> TraceCounts {
+    fn of(profile: &Profile) -> TraceCounts {
         TraceCounts {
-            allocations: trace.allocations.len() as u64,
-            reallocs: trace
-                .allocations
-                .iter()
-                .filter(|a| a.realloc_parent.is_some())
-                .count() as u64,
-            events: trace.events,
-            scopes: trace.scopes.len() as u64,
+            allocations: profile.records.len() as u64,
+            reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64,
+            events: profile.events,
+            scopes: profile.scopes.len() as u64,
         }
     }
 }

@@ -10,34 +10,11 @@
 use crate::fallible::try_grow;
 use crate::hash::FastMap;
 use crate::live_table::LiveTable;
+use crate::profile::{align_log2, Profile, Record, FRAMES, LIVE, NONE};
 use crate::stats::AbandonReason;
 use crate::sync::{LockId, SpinCell};
 use crate::tag::TaggedPtr;
-use crate::trace::{
-    AllocKind, Trace, TraceAlloc, TraceScope, TraceUse, FORMAT_VERSION, TRACE_FORMAT,
-};
-
-const NONE: u32 = u32::MAX;
-const LIVE: u64 = u64::MAX;
-/// Frames kept per call site.
-const FRAMES: usize = 12;
-
-pub(crate) struct Record {
-    ptr: TaggedPtr,
-    size: u64,
-    align: u64,
-    kind: AllocKind,
-    alloc: u64,
-    free: u64,
-    scope: u32,
-    ordinal: u32,
-    parent: u32,
-    /// The backend handed its address out again before we saw its free (freed on
-    /// another thread): its lifetime is unknown, so it is treated as escaping.
-    lost: bool,
-    /// Index of the first frame in `frames`, or `NONE`.
-    site: u32,
-}
+use crate::trace::{AllocKind, TraceScope, TraceUse};
 
 struct Scope {
     parent: u32,
@@ -138,17 +115,6 @@ const SPARES: usize = 4;
 /// A record buffer larger than this (in records: 3.5 MB) is freed, not kept spare: a
 /// profile of 350,000 allocations left 29 MB in the spares for the process's lifetime.
 const SPARE_RECORDS: usize = 1 << 16;
-/// Records turned into trace allocations at a time (4 MiB of records).
-const CONVERT_CHUNK: usize = 1 << 16;
-
-/// Returns to the OS the whole pages of `v`'s spare capacity (they read as zero when
-/// next touched; `v` never reads its spare capacity before writing it).
-fn return_spare_pages<T>(v: &mut Vec<T>) {
-    let start = v.as_mut_ptr().wrapping_add(v.len()).cast::<u8>();
-    let end = v.as_mut_ptr().wrapping_add(v.capacity()).cast::<u8>();
-    crate::region::return_pages(start, end);
-}
-
 impl Recorder {
     /// A recorder for a pass of `key`; `None` when memory ran out.
     pub(crate) fn new(key: &'static str, backtrace: bool, bounds: Bounds) -> Option<Recorder> {
@@ -446,7 +412,7 @@ impl Recorder {
         self.records.push(Record {
             ptr: TaggedPtr::new(addr as *mut u8, id as u16),
             size,
-            align,
+            align_log2: align_log2(align),
             kind,
             alloc,
             free: LIVE,
@@ -483,72 +449,14 @@ impl Recorder {
         Ok(start)
     }
 
-    /// Ends the pass: live allocations are marked escaping, call sites resolved.
-    pub(crate) fn finish(mut self) -> Result<Trace, Abandon> {
+    /// Ends the pass: its records become the profile (allocations still live are the
+    /// escaping ones); the events buffer is kept spare for the next profile.
+    pub(crate) fn finish(mut self) -> Result<Profile, Abandon> {
         self.drain()?;
-        let trace = self.build_trace()?;
-        let mut events = std::mem::take(&mut self.events);
-        let mut records = std::mem::take(&mut self.records);
-        events.clear();
-        records.clear();
-        if records.capacity() > SPARE_RECORDS {
-            records = Vec::new();
-        }
-        SPARE.with(|s| {
-            if s.len() < SPARES && try_grow(s).is_ok() {
-                s.push((events, records));
-            }
-        });
-        Ok(trace)
-    }
-
-    fn build_trace(&mut self) -> Result<Trace, Abandon> {
         let oom = |_| AbandonReason::OutOfMemory;
-        let mut allocations = Vec::new();
-        allocations
-            .try_reserve_exact(self.records.len())
-            .map_err(oom)?;
+        let end = self.time;
         let mut scopes = Vec::new();
         scopes.try_reserve_exact(self.scopes.len()).map_err(oom)?;
-        let end = self.time;
-        let frames = self.frames.take().unwrap_or_default();
-        let resolve_site = |site: u32| -> Option<Vec<String>> {
-            if site == NONE {
-                return None;
-            }
-            let ips = frames[site as usize..].iter().take_while(|&&ip| ip != 0);
-            Some(resolve_frames(ips.copied()))
-        };
-        // Converted from the last record back, a chunk at a time, each chunk's records
-        // given back to the OS once converted: a whole trace (104 bytes an allocation)
-        // and all the records (64) are never resident at once. A profile of 350,000
-        // allocations holds 36 MB of trace and had 22 MB of records beside it.
-        let n = self.records.len();
-        let slots = allocations.spare_capacity_mut();
-        while !self.records.is_empty() {
-            let from = self.records.len().saturating_sub(CONVERT_CHUNK);
-            for (i, r) in (from..).zip(&self.records[from..]) {
-                slots[i].write(TraceAlloc {
-                    id: i as u32,
-                    tag: r.ptr.tag(),
-                    ptr: r.ptr.raw(),
-                    size: r.size,
-                    align: r.align,
-                    kind: r.kind,
-                    alloc: r.alloc,
-                    free: (r.free != LIVE).then_some(r.free),
-                    scope: r.scope,
-                    ordinal: (r.ordinal != NONE).then_some(r.ordinal),
-                    realloc_parent: (r.parent != NONE).then_some(r.parent),
-                    escaping: r.free == LIVE || r.lost,
-                    call_site: resolve_site(r.site),
-                });
-            }
-            self.records.truncate(from);
-            return_spare_pages(&mut self.records);
-        }
-        // SAFETY: the loop wrote every slot of `0..n`, within the capacity reserved above.
-        unsafe { allocations.set_len(n) };
         scopes.extend(self.scopes.iter().enumerate().map(|(i, s)| TraceScope {
             id: i as u32,
             parent: (s.parent != NONE).then_some(s.parent),
@@ -559,63 +467,51 @@ impl Recorder {
             // of order) and the pass itself end with the pass.
             exit: Some(if s.exit == LIVE { end } else { s.exit }),
         }));
-        Ok(Trace {
-            format: TRACE_FORMAT.to_string(),
-            version: FORMAT_VERSION,
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        keep_spare(events, Vec::new());
+        Ok(Profile {
             key: self.key.to_string(),
-            events: self.time,
+            events: end,
             scopes,
-            allocations,
+            records: std::mem::take(&mut self.records),
             uses: std::mem::take(&mut self.uses),
+            frames: self.frames.take().unwrap_or_default(),
         })
     }
 }
 
-/// Symbol names of the frames, skipping the allocator's own and std's allocation glue.
-/// An address inside inlined code resolves to several names, the innermost first: each
-/// is a frame of the call site (in a release build the program's own function is often
-/// the outer name of an address whose innermost is `alloc::raw_vec`).
-fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
-    let mut out = Vec::new();
-    for ip in ips {
-        let mut names = Vec::new();
-        backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
-            names.push(
-                sym.name()
-                    .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}")),
-            );
-        });
-        if names.is_empty() {
-            names.push(format!("{ip:#x}"));
-        }
-        for name in names {
-            if !is_internal(&name, out.is_empty()) {
-                out.push(name);
-            }
-            if out.len() >= FRAMES {
-                return out;
-            }
-        }
+/// Keeps a finished profile's buffers for the next profiles (the records once planning
+/// has read them): emptied, and a record buffer only up to [`SPARE_RECORDS`] records.
+pub(crate) fn keep_spare(mut events: Vec<Event>, mut records: Vec<Record>) {
+    events.clear();
+    records.clear();
+    if records.capacity() > SPARE_RECORDS {
+        records = Vec::new();
     }
-    out
-}
-
-/// Whether a frame is the allocator's own or std's allocation glue (`first`: no frame
-/// kept yet).
-fn is_internal(name: &str, first: bool) -> bool {
-    let internal = [
-        "memo_alloc::",
-        "backtrace::",
-        "__rust_",
-        "__rustc::",
-        "alloc::alloc::",
-        "alloc::raw_vec",
-        "<memo_alloc::",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p));
-    // The allocator's thread-local access, above the first frame kept.
-    internal || (first && name.starts_with("std::thread::local::"))
+    if events.capacity() == 0 && records.capacity() == 0 {
+        return;
+    }
+    SPARE.with(|s| {
+        // A pair missing what is given fills first.
+        let half = s.iter().position(|(e, r)| {
+            (events.capacity() == 0 || e.capacity() == 0)
+                && (records.capacity() == 0 || r.capacity() == 0)
+        });
+        match half {
+            Some(i) => {
+                let (e, r) = &mut s[i];
+                if events.capacity() > 0 {
+                    *e = events;
+                }
+                if records.capacity() > 0 {
+                    *r = records;
+                }
+            }
+            None if s.len() < SPARES && try_grow(s).is_ok() => s.push((events, records)),
+            None => {}
+        }
+    });
 }
 
 #[cfg(all(test, not(loom)))]
@@ -685,7 +581,8 @@ mod tests {
         for i in 0..SPARE_RECORDS + 1 {
             r.on_alloc(p(0x1000 + 16 * i), 8, 8, false, 0).unwrap();
         }
-        r.finish().unwrap();
+        // Planning gives the records back once it has read them.
+        keep_spare(Vec::new(), r.finish().unwrap().records);
         let kept = SPARE.with(|s| s.iter().map(|(_, r)| r.capacity()).max());
         assert!(kept.unwrap_or(0) <= SPARE_RECORDS, "{kept:?}");
     }
@@ -698,7 +595,7 @@ mod tests {
             r.on_alloc(p(0x1000), 8, 8, false, 0).unwrap();
             r.on_dealloc(p(0x1000)).unwrap();
         }
-        let t = r.finish().unwrap();
+        let t = r.finish().unwrap().to_trace();
         assert_eq!(t.allocations.len(), 70_000);
         for (i, a) in t.allocations.iter().enumerate() {
             assert_eq!(a.alloc, 2 * i as u64);
@@ -719,7 +616,7 @@ mod tests {
         r.on_realloc(p(0x200), p(0x200), 128, 8).unwrap();
         r.on_alloc(p(0x300), 8, 8, true, 0).unwrap();
         r.on_dealloc(p(0x200)).unwrap();
-        let t = r.finish().unwrap();
+        let t = r.finish().unwrap().to_trace();
         assert_eq!(t.allocations[1].realloc_parent, Some(0));
         assert_eq!(t.allocations[2].realloc_parent, Some(1));
         assert_eq!(t.allocations[1].ordinal, None);
@@ -743,7 +640,7 @@ mod tests {
         // Freed on another thread, then handed out again here.
         r.on_alloc(p(0x100), 8, 8, false, 0).unwrap();
         r.on_dealloc(p(0x100)).unwrap();
-        let t = r.finish().unwrap();
+        let t = r.finish().unwrap().to_trace();
         assert!(t.allocations[0].escaping);
         assert!(!t.allocations[1].escaping);
     }
@@ -763,7 +660,7 @@ mod tests {
         assert_ne!(b, c);
         assert_eq!(r.observe(0x22), Ok(Some(1)));
         assert_eq!(r.observe(0x99), Ok(None));
-        let t = r.finish().unwrap();
+        let t = r.finish().unwrap().to_trace();
         assert_eq!(t.scopes[b as usize].occurrence, 1);
         assert_eq!(t.scopes[c as usize].parent, Some(b));
         assert_eq!(t.allocations[1].ordinal, Some(0));
