@@ -302,10 +302,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline(always)]
     unsafe fn pass_block(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         if own_blocks::wanted_in_pass(layout) {
-            let mut p = pass.spares.take(layout, zeroed);
-            if p.is_null() {
-                p = own_blocks::alloc(layout); // zero-filled
-            }
+            let p = pass.spares.alloc(layout, zeroed);
             if !p.is_null() {
                 return p;
             }

@@ -100,16 +100,27 @@ const SPARES: usize = 32;
 /// Resident bytes a kept block may have past a request it serves.
 const SLACK: usize = 64 << 10;
 
-/// A profiled context's freed large blocks, kept for its next large requests of the same
-/// number of chunks: the pass's working set faults in once, as it would from the
-/// backend, instead of at every request (5x the pass's time on memo-bench's BERT
-/// without), and goes back to the OS when the context ends (its `Drop`) or when no room
-/// is left here. Never shared: only its context's thread touches it.
+/// A profiled context's large blocks: where its large requests are served from, and its
+/// freed ones kept for its next large requests, so the pass's working set faults in once,
+/// as it would from the backend, instead of at every request (5x the pass's time on
+/// memo-bench's BERT without). A request takes the kept block with the fewest chunks that
+/// hold it (its chunks past the request go back to the region). A fresh block is carved
+/// only after kept blocks, largest first, give their memory back until the context's
+/// large blocks, live and kept, hold no more than the most it ever had live (or than its
+/// live ones with the fresh one): so, like a heap that reuses freed memory, a pass whose
+/// large buffers grow or shrink keeps about its largest live set resident, not the sum of
+/// its distinct sizes. What is kept goes back to the OS when the context ends (its
+/// `Drop`). Never shared: only its context's thread touches it.
 pub(crate) struct Spares {
     /// `(base, chunks, bytes)`: a free own block and the size it was last freed with
     /// (the pages it most likely has resident).
     blocks: [(*mut u8, usize, usize); SPARES],
     len: usize,
+    /// Bytes of the large blocks handed out here and not given back (a block freed on
+    /// another thread, or after the pass, is never given back: it stays counted).
+    live: usize,
+    /// The most `live` has been.
+    high: usize,
 }
 
 impl Spares {
@@ -118,13 +129,32 @@ impl Spares {
         Spares {
             blocks: [(std::ptr::null_mut(), 0, 0); SPARES],
             len: 0,
+            live: 0,
+            high: 0,
         }
     }
 
-    /// A kept block for `layout` (of its number of chunks, and among those the one whose
-    /// last size is closest above `layout`'s, else the largest), zero-filled when `zeroed`;
-    /// null when none is kept or `layout` needs more than a chunk's alignment.
-    pub(crate) fn take(&mut self, layout: Layout, zeroed: bool) -> *mut u8 {
+    /// A large block for `layout`: a kept one (zero-filled when `zeroed`), else a fresh
+    /// one from the region (zero-filled), once kept blocks made room (see [`Spares`]);
+    /// null when the region cannot serve it (see [`alloc`]).
+    pub(crate) fn alloc(&mut self, layout: Layout, zeroed: bool) -> *mut u8 {
+        let mut p = self.take(layout, zeroed);
+        if p.is_null() {
+            self.make_room(layout.size());
+            p = alloc(layout);
+        }
+        if !p.is_null() {
+            self.live += layout.size();
+            self.high = self.high.max(self.live);
+        }
+        p
+    }
+
+    /// A kept block for `layout` (with the fewest chunks that hold it, and among those
+    /// the one whose last size is closest above `layout`'s, else the largest), zero-filled
+    /// when `zeroed`; null when none is kept or `layout` needs more than a chunk's
+    /// alignment.
+    fn take(&mut self, layout: Layout, zeroed: bool) -> *mut u8 {
         let (size, need) = (layout.size(), chunks_for(layout.size() as u64));
         if layout.align() > CHUNK {
             return std::ptr::null_mut();
@@ -133,19 +163,25 @@ impl Spares {
         let fit = kept
             .iter()
             .enumerate()
-            .filter(|(_, &(_, chunks, _))| chunks == need)
-            .min_by_key(|(_, &(_, _, bytes))| (bytes < size, bytes.abs_diff(size)));
-        let Some((i, &(base, _, _))) = fit else {
+            .filter(|(_, &(_, chunks, _))| chunks >= need)
+            .min_by_key(|(_, &(_, chunks, bytes))| (chunks, bytes < size, bytes.abs_diff(size)));
+        let Some((i, &(base, chunks, last))) = fit else {
             return std::ptr::null_mut();
         };
-        let (_, _, last) = self.blocks[i];
         self.len -= 1;
         self.blocks[i] = self.blocks[self.len];
-        let (keep, touched) = (size.next_multiple_of(PAGE), last.next_multiple_of(PAGE));
+        if chunks > need {
+            // SAFETY: the block's chunks past the first `need` are ours (the block was
+            // kept here) and no one uses them: the request fits in the first `need`.
+            unsafe { region::release_later(base.add(need * CHUNK), chunks - need) };
+        }
+        let keep = size.next_multiple_of(PAGE);
+        let touched = last.min(need * CHUNK).next_multiple_of(PAGE);
         if touched > keep + SLACK {
             // The pages past the request go back to the OS: a small request in a block
             // a larger one used would keep them resident for nothing.
-            // SAFETY: whole pages of the block past its first `size` bytes, ours.
+            // SAFETY: whole pages of the block past its first `size` bytes, inside its
+            // first `need` chunks, ours.
             unsafe { libc::madvise(base.add(keep).cast(), touched - keep, libc::MADV_DONTNEED) };
         }
         if zeroed {
@@ -156,9 +192,36 @@ impl Spares {
         base
     }
 
-    /// Keeps the freed own block `base` of `size` bytes; `false` (nothing kept) when full.
+    /// Before a fresh block of `size` bytes: gives kept blocks back to the OS, largest
+    /// first, until the kept bytes, the live ones and `size` are no more than the most
+    /// the context had live (or than its live bytes and `size`, if more).
+    fn make_room(&mut self, size: usize) {
+        let with_fresh = self.live + size;
+        let room = self.high.max(with_fresh) - with_fresh;
+        let mut kept: usize = self.blocks[..self.len].iter().map(|b| b.2).sum();
+        while kept > room {
+            let Some((i, _)) = self.blocks[..self.len]
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, b)| b.2)
+            else {
+                break;
+            };
+            let (base, chunks, bytes) = self.blocks[i];
+            self.len -= 1;
+            self.blocks[i] = self.blocks[self.len];
+            kept -= bytes;
+            // SAFETY: a free own block of `chunks` chunks, kept only here.
+            unsafe { region::release_later(base, chunks) };
+        }
+    }
+
+    /// Takes back the freed own block `base` of `size` bytes, handed out by
+    /// [`Spares::alloc`] or not: kept if there is room (`true`), else left to the caller
+    /// to free (`false`).
     pub(crate) fn give(&mut self, base: *mut u8, size: usize) -> bool {
         debug_assert!(contains(base));
+        self.live = self.live.saturating_sub(size);
         let Some(slot) = self.blocks.get_mut(self.len) else {
             return false;
         };

@@ -202,6 +202,52 @@ fn a_kept_block_serving_a_smaller_request_keeps_only_its_pages() {
     );
 }
 
+/// A profiled pass whose large buffers grow, each freed before the next (distinct chunk
+/// counts, so none fits a kept block), then shrink, keeps no more resident than its
+/// largest buffer: kept blocks give their pages back when a fresh block would take the
+/// pass past the most it ever had live, and a larger kept block serves a smaller request
+/// (its chunks past the request given back). From glibc the pass would reuse the freed
+/// memory; keeping every block (up to 32) held their sum.
+#[test]
+fn a_profiled_pass_keeps_no_more_resident_than_its_largest_live_buffer() {
+    common::inline_planner();
+    let _one = one_at_a_time();
+    let _p = memo_alloc::pass("resident-growing");
+    let mib = 1usize << 20;
+    let sizes: Vec<usize> = (1..=8)
+        .chain((1..8).rev())
+        .map(|k| (2 * k + 1) * mib)
+        .collect();
+    let mut seen = Vec::new();
+    let mut peak = 0;
+    for &size in &sizes {
+        let v = vec![1u8; size];
+        let v = std::hint::black_box(v); // every page written
+        seen.push((v.as_ptr() as usize, size));
+        assert!(memo_alloc::testing::is_own_block(v.as_ptr()));
+        drop(v);
+        let mut distinct: Vec<(usize, usize)> = Vec::new();
+        for &(a, s) in &seen {
+            match distinct.iter_mut().find(|(b, _)| *b == a) {
+                Some(d) => d.1 = d.1.max(s),
+                None => distinct.push((a, s)),
+            }
+        }
+        let resident: usize = distinct.iter().map(|&(a, s)| resident_pages(a, s)).sum();
+        peak = peak.max(resident);
+    }
+    let largest = 17 * mib / 4096;
+    assert!(
+        peak <= largest + largest / 8,
+        "{peak} pages resident at most for buffers of at most {largest} pages"
+    );
+    let top = seen[7].0;
+    assert!(
+        seen[8..].iter().all(|&(a, _)| a == top),
+        "the shrinking buffers reuse the largest one's block"
+    );
+}
+
 /// When a key is re-profiled, the idle slab of the plan being replaced gives its memory
 /// back before the re-profile builds its working set beside it: during the re-profiling
 /// pass, the old plan has no page resident (it had its whole height before).
