@@ -10,7 +10,12 @@
 //! within [`best::NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound is kept, as the
 //! portfolio could gain less than that (memo-bench's BERT, ResNet-50 and MobileNet v1
 //! passes: within 0.02%, where the portfolio took 30-150 ms and 0.4-1.7 MB, about 700
-//! bytes per buffer, to gain 32-312 bytes). Otherwise the
+//! bytes per buffer, to gain 32-312 bytes). Then, on a problem with few enough pairs of
+//! buffers alive together ([`LARGE_PAIRS`]), one best-fit pass by size (`greedy-by-size`,
+//! within a pass's work limit), kept on the same terms: memo-bench's MobileNet v2 and
+//! Inception v3 and candle's ResNet-18 and BERT-mini, which one sweep plans 0.6-17% above
+//! the bound, it plans as the portfolio does or within 0.02% of it, in 1-5 ms where the
+//! portfolio took 50-250 ms (during which the key's passes run on the backend). Otherwise the
 //! portfolio without its inner exact step (heuristics and iterated greedy: 0.2 s and 4 MB
 //! there), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
 //! buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound, with
@@ -23,7 +28,8 @@ use std::time::Duration;
 
 use memo_planner::offsets::best::{self, BestOptions};
 use memo_planner::offsets::exact::{self, ExactOptions};
-use memo_planner::{offsets_lower_bound, OffsetPlan, OffsetStrategy, Problem};
+use memo_planner::offsets::greedy_by_size;
+use memo_planner::{offsets_lower_bound, validate_offsets, OffsetPlan, OffsetStrategy, Problem};
 
 /// A plan this close to the lower bound (per mille of it) is not searched further.
 pub(crate) const GAP_PER_MILLE: u64 = 5;
@@ -52,10 +58,30 @@ pub(crate) const LARGE_PAIRS: u64 = 8 * best::PASS_WORK;
 /// Wall-clock safety net of the whole plan's exact phase.
 pub(crate) const TIME_CAP: Duration = Duration::from_secs(1);
 
+/// Which step of [`plan`] made a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A strategy other than `best`, run as named.
+    Named,
+    /// One sweep in allocation order, within the gap.
+    Sweep,
+    /// One best-fit pass by size, within the gap.
+    BySize,
+    /// `best`'s portfolio.
+    Portfolio,
+    /// The exact search after the portfolio.
+    Exact,
+}
+
 /// Plans `problem` with `strategy`, within the allocator's budget when it is `best`.
 pub(crate) fn plan(strategy: OffsetStrategy, problem: &Problem) -> OffsetPlan {
+    plan_routed(strategy, problem).0
+}
+
+/// As [`plan`], with the step that made the plan.
+pub(crate) fn plan_routed(strategy: OffsetStrategy, problem: &Problem) -> (OffsetPlan, Route) {
     if strategy != OffsetStrategy::Best {
-        return strategy.plan(problem);
+        return (strategy.plan(problem), Route::Named);
     }
     let options = BestOptions {
         time_cap: Some(TIME_CAP),
@@ -65,15 +91,27 @@ pub(crate) fn plan(strategy: OffsetStrategy, problem: &Problem) -> OffsetPlan {
         ..BestOptions::default()
     };
     let lb = offsets_lower_bound(problem);
+    let near = |plan: &OffsetPlan| {
+        plan.height(problem) <= lb + lb / 1000 * best::NEAR_LINEAR_GAP_PER_MILLE
+    };
     let sweep = OffsetStrategy::GreedyInOrder.plan(problem);
-    if sweep.height(problem) <= lb + lb / 1000 * best::NEAR_LINEAR_GAP_PER_MILLE {
-        return sweep;
+    if near(&sweep) {
+        return (sweep, Route::Sweep);
     }
     drop(sweep);
+    if best::conflicting_pairs(problem, LARGE_PAIRS) <= LARGE_PAIRS {
+        // Checked as the portfolio checks other strategies' plans: a bug there must not
+        // make overlapping slots.
+        let by_size = greedy_by_size::plan_within(problem, best::PASS_WORK)
+            .filter(|p| near(p) && validate_offsets(problem, p).is_ok());
+        if let Some(plan) = by_size {
+            return (plan, Route::BySize);
+        }
+    }
     let start = best::portfolio(problem, &options);
     if problem.len() > EXACT_MAX_BUFFERS || start.height(problem) <= lb + lb / 1000 * GAP_PER_MILLE
     {
-        return start;
+        return (start, Route::Portfolio);
     }
     let exact_options = ExactOptions {
         node_limit: NODES,
@@ -81,5 +119,8 @@ pub(crate) fn plan(strategy: OffsetStrategy, problem: &Problem) -> OffsetPlan {
         time_cap: Some(TIME_CAP),
         ..ExactOptions::default()
     };
-    exact::search(problem, &start, &exact_options).plan
+    (
+        exact::search(problem, &start, &exact_options).plan,
+        Route::Exact,
+    )
 }

@@ -25,6 +25,25 @@ pub fn plan_offsets(
     crate::offsets::plan(strategy, problem)
 }
 
+/// As [`plan_offsets`], with the step of the allocator's budget that made the plan:
+/// `"named"` (a strategy other than `best`), `"sweep"`, `"by-size"`, `"portfolio"` or
+/// `"exact"` (see `offsets.rs`).
+pub fn plan_offsets_routed(
+    strategy: memo_planner::OffsetStrategy,
+    problem: &memo_planner::Problem,
+) -> (memo_planner::OffsetPlan, &'static str) {
+    use crate::offsets::Route;
+    let (plan, route) = crate::offsets::plan_routed(strategy, problem);
+    let name = match route {
+        Route::Named => "named",
+        Route::Sweep => "sweep",
+        Route::BySize => "by-size",
+        Route::Portfolio => "portfolio",
+        Route::Exact => "exact",
+    };
+    (plan, name)
+}
+
 /// Whether `p` is one of the region's own blocks (see `own_blocks.rs`): the allocator's
 /// own large buffers, and the large blocks of profiled and interim passes.
 pub fn is_own_block(p: *const u8) -> bool {

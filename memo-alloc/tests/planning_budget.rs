@@ -124,3 +124,42 @@ fn a_pass_the_sweep_plans_at_the_bound_skips_the_portfolio() {
         p.len()
     );
 }
+
+/// A pass whose allocation order fragments one sweep: each step's small buffer outlives
+/// the larger one allocated just before it, so the next, larger buffer does not fit the
+/// hole and goes on top; placing by size first plans it at the bound.
+fn fragmenting(steps: u64) -> Problem {
+    let mut buffers = Vec::new();
+    for i in 0..steps {
+        let t = 4 * i;
+        let mut push = |name: &str, lower: u64, upper: u64, size: u64| {
+            buffers.push(Buffer::new(format!("{name}{i}"), lower, upper, size).with_align(64));
+        };
+        push("x", t, t + 2, 4096 + 64 * (i % 5));
+        push("s", t + 1, t + 9, 64);
+        push("y", t + 2, t + 4, 8192 + 64 * (i % 3));
+    }
+    Problem::new(buffers).expect("a valid problem")
+}
+
+/// A pass one sweep plans far above the bound and one best-fit pass by size plans at it
+/// is planned by that pass, not the portfolio (which spends 50-250 ms on such passes of
+/// memo-bench and candle, while the key's passes run on the backend).
+#[test]
+fn a_pass_best_fit_by_size_plans_at_the_bound_skips_the_portfolio() {
+    let p = fragmenting(800);
+    let lb = offsets_lower_bound(&p);
+    let sweep = OffsetStrategy::GreedyInOrder.plan(&p).height(&p);
+    assert!(
+        sweep > lb + lb / 10,
+        "the fixture: one sweep fragments it ({sweep} vs {lb})"
+    );
+    let (plan, route) = memo_alloc::testing::plan_offsets_routed(OffsetStrategy::Best, &p);
+    assert_eq!(validate_offsets(&p, &plan), Ok(lb));
+    assert_eq!(route, "by-size");
+    let (_, route) = memo_alloc::testing::plan_offsets_routed(OffsetStrategy::Best, &layered(40));
+    assert_eq!(
+        route, "sweep",
+        "a pass the sweep plans at the bound needs nothing more"
+    );
+}

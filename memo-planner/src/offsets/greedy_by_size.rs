@@ -20,8 +20,15 @@ pub fn plan(problem: &Problem) -> OffsetPlan {
 /// As [`plan`], unless the best-fit queries visit more than `work_limit` occupied ranges
 /// (the placer's work counter): then `None`, after about that much work. The portfolio of
 /// `best` uses it so that a pass whose queries see thousands of live buffers each (an
-/// `O(n * live)` pass) does not run to its end.
-pub(crate) fn plan_within(problem: &Problem, work_limit: u64) -> Option<OffsetPlan> {
+/// `O(n * live)` pass) does not run to its end; so does memomalloc's planner thread.
+///
+/// ```
+/// use memo_planner::offsets::greedy_by_size::plan_within;
+/// use memo_planner::{Buffer, Problem};
+/// let p = Problem::new(vec![Buffer::new("a", 0, 2, 8), Buffer::new("b", 1, 3, 8)]).unwrap();
+/// assert_eq!(plan_within(&p, u64::MAX).unwrap().height(&p), 16);
+/// ```
+pub fn plan_within(problem: &Problem, work_limit: u64) -> Option<OffsetPlan> {
     let buffers = problem.buffers();
     let mut order: Vec<usize> = (0..buffers.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(buffers[i].size));
