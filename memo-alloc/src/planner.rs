@@ -1,6 +1,6 @@
 //! The planner thread: finished profiles are planned off the request's thread.
 //!
-//! A profiled pass ends by turning its recording into a [`Trace`] and [`submit`]ting a
+//! A profiled pass ends by turning its recording into a `Profile` and [`submit`]ting a
 //! [`Job`]; the pass then returns at the speed of an unprofiled pass plus recording. A
 //! thread started at the first submission plans the jobs in order (`planning`), writes
 //! their files and publishes their plans. Until then the key stays `Profiling`: its

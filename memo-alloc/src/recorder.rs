@@ -1,4 +1,4 @@
-//! The profiling recorder: events of one pass on its thread, turned into a [`Trace`].
+//! The profiling recorder: events of one pass on its thread, turned into a [`Profile`].
 //!
 //! Every method runs with the re-entrancy guard set, so its own allocations go to the
 //! backend. Frees are paired with their allocation through a table keyed by the canonical
