@@ -206,8 +206,24 @@ fn trim() {
 }
 
 /// Plans one job (on the planner thread, or inline), then trims the backend's heaps.
+///
+/// A panic while planning (a bug: planning reads only the allocator's own profile) gives
+/// the profile up instead of taking the planner thread down: the key goes back to its
+/// previous plan or to unplanned, and is profiled again later. Otherwise its passes would
+/// wait for a plan that never comes, later profiles would fill the queue, and the
+/// process's exit would wait for them.
 fn run(job: Job) {
-    planning::plan_profile(job, config::config());
+    let entry = job.entry;
+    let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        planning::plan_profile(job, config::config())
+    }));
+    if planned.is_err() {
+        let key = entry.map_or("?", |e| &*e.key);
+        eprintln!("memomalloc: planning pass {key:?} panicked; its profile is given up");
+        if let Some(e) = entry {
+            e.abandon_profile();
+        }
+    }
     trim();
 }
 

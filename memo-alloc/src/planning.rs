@@ -58,8 +58,16 @@ impl Drop for Pinned {
     }
 }
 
+/// Makes the next plan panic, for the test of the planner's recovery
+/// (`testing::panic_next_plan`).
+pub(crate) static PANIC_NEXT_PLAN: crate::sync::plain::AtomicBool =
+    crate::sync::plain::AtomicBool::new(false);
+
 /// Plans a finished profile (a planner job; see `planner`).
 pub(crate) fn plan_profile(job: Job, cfg: &Config) {
+    if PANIC_NEXT_PLAN.swap(false, Ordering::AcqRel) {
+        panic!("memomalloc test hook: this plan panics");
+    }
     let Job {
         profile,
         entry,

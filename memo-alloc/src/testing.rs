@@ -9,6 +9,11 @@ pub fn set_lock_hook(hook: Option<fn(LockId)>) {
     crate::sync::set_lock_hook(hook);
 }
 
+/// Makes the next plan panic: the planner gives that profile up and goes on.
+pub fn panic_next_plan() {
+    crate::planning::PANIC_NEXT_PLAN.store(true, std::sync::atomic::Ordering::Release);
+}
+
 /// Pauses (`true`) or resumes the planner thread before its next job: a test can then
 /// observe a key whose profile is queued. `wait_for_plans` does not return while paused
 /// with jobs queued.

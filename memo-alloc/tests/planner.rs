@@ -243,3 +243,34 @@ fn child_exit_after_pass() {
     // Exits at once, while the planner thread is still at work: `exit` runs the hook.
     std::process::exit(0);
 }
+
+/// A plan that panics (a bug in planning) gives its profile up: the planner thread goes
+/// on, the key goes back to unplanned and is profiled, planned and replayed later, and
+/// nothing waits for the lost plan.
+#[test]
+fn a_panic_while_planning_gives_the_profile_up() {
+    let stderr = run_child("child_planning_panic", &[("MEMO_PLANNER", "background")]);
+    assert!(stderr.contains("its profile is given up"), "{stderr}");
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_planning_panic() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "panics";
+    memo_alloc::testing::panic_next_plan();
+    pass(KEY); // profiled; its plan panics on the planner thread
+    assert!(
+        memo_alloc::wait_for_plans(Duration::from_secs(10)),
+        "the planner is idle again"
+    );
+    let r = memo_alloc::report(KEY).unwrap();
+    assert_eq!((r.state, r.passes_profiled), ("unplanned", 1), "{r:?}");
+    pass(KEY); // profiled again
+    assert!(memo_alloc::wait_for_plans(WAIT));
+    pass(KEY);
+    let r = memo_alloc::report(KEY).unwrap();
+    assert_eq!((r.state, r.passes_replayed), ("planned", 1), "{r:?}");
+}
