@@ -143,29 +143,9 @@ pub(crate) fn plan_profile(
     seen: &[Option<Seen>],
     give_back: impl FnOnce(Vec<Record>),
 ) -> PlanFile {
-    let seen_at = |root: u32| seen.get(root as usize).copied().flatten();
-    // The request that takes a slot is its chain's first: taken before the chains fold.
-    let mut keys: Vec<SlotKey> = (0u32..)
-        .zip(&profile.records)
-        .filter_map(|(root, r)| {
-            Some(SlotKey {
-                root,
-                scope: r.scope,
-                ordinal: r.ordinal()?,
-                align_log2: 0,
-                min: seen_at(root).map_or(r.size, |s| s.min.min(r.size)),
-                size: 0,
-                offset: UNPLANNED,
-            })
-        })
-        .collect();
+    let mut keys = slot_keys(&profile.records, seen);
     fold_chains(&mut profile.records);
-    for (root, r) in (0u32..).zip(profile.records.iter_mut()) {
-        if let Some(s) = seen_at(root).filter(|_| r.parent == NONE) {
-            r.size = r.size.max(s.max);
-            r.align_log2 = r.align_log2.max(crate::profile::align_log2(s.align));
-        }
-    }
+    widen_roots(&mut profile.records, seen);
     let problems = context_problems(&mut profile, &mut keys);
     let Profile {
         key,
@@ -174,24 +154,11 @@ pub(crate) fn plan_profile(
         ..
     } = profile;
     give_back(records);
-    let (mut height, mut lower_bound, mut naive) = (0u64, 0u64, 0u64);
-    for ContextProblem { problem, roots } in problems {
-        let plan: OffsetPlan = crate::offsets::plan(strategy, &problem);
-        let buffers = problem.buffers();
-        let base = align_up(height, buffers.iter().map(|b| b.align).max().unwrap_or(1));
-        for (&root, &off) in roots.iter().zip(&plan.offsets) {
-            // Keys are in root order; a chain whose root has no ordinal has no slot.
-            if let Ok(i) = keys.binary_search_by_key(&root, |k| k.root) {
-                keys[i].offset = base + off;
-            }
-        }
-        height = base + plan.height(&problem);
-        lower_bound += memo_planner::offsets_lower_bound(&problem);
-        naive += buffers
-            .iter()
-            .map(|b| align_up(b.size, b.align))
-            .sum::<u64>();
-    }
+    let Placed {
+        height,
+        lower_bound,
+        naive,
+    } = place(problems, strategy, &mut keys);
     let slots = keys
         .into_iter()
         .map(|k| PlanSlot {
@@ -214,6 +181,79 @@ pub(crate) fn plan_profile(
         scopes,
         slots,
     }
+}
+
+/// What earlier profiles saw for `root`'s key.
+fn seen_at(seen: &[Option<Seen>], root: u32) -> Option<Seen> {
+    seen.get(root as usize).copied().flatten()
+}
+
+/// One key per record with an ordinal (every allocation but reallocs), in root order,
+/// its smallest request taken now: the request that takes a slot is its chain's first,
+/// whose size the fold then raises. Sizes, alignments and offsets come later.
+fn slot_keys(records: &[Record], seen: &[Option<Seen>]) -> Vec<SlotKey> {
+    (0u32..)
+        .zip(records)
+        .filter_map(|(root, r)| {
+            Some(SlotKey {
+                root,
+                scope: r.scope,
+                ordinal: r.ordinal()?,
+                align_log2: 0,
+                min: seen_at(seen, root).map_or(r.size, |s| s.min.min(r.size)),
+                size: 0,
+                offset: UNPLANNED,
+            })
+        })
+        .collect()
+}
+
+/// Raises each folded chain's size and alignment to what earlier profiles saw for it.
+fn widen_roots(records: &mut [Record], seen: &[Option<Seen>]) {
+    for (root, r) in (0u32..).zip(records.iter_mut()) {
+        if let Some(s) = seen_at(seen, root).filter(|_| r.parent == NONE) {
+            r.size = r.size.max(s.max);
+            r.align_log2 = r.align_log2.max(crate::profile::align_log2(s.align));
+        }
+    }
+}
+
+/// The height, lower bound and naive size of a plan's contexts stacked.
+struct Placed {
+    height: u64,
+    lower_bound: u64,
+    naive: u64,
+}
+
+/// Plans each context's problem with `strategy`, stacks them (each at its largest
+/// alignment above the previous), and writes each planned chain's offset into its key.
+fn place(problems: Vec<ContextProblem>, strategy: OffsetStrategy, keys: &mut [SlotKey]) -> Placed {
+    let mut placed = Placed {
+        height: 0,
+        lower_bound: 0,
+        naive: 0,
+    };
+    for ContextProblem { problem, roots } in problems {
+        let plan: OffsetPlan = crate::offsets::plan(strategy, &problem);
+        let buffers = problem.buffers();
+        let base = align_up(
+            placed.height,
+            buffers.iter().map(|b| b.align).max().unwrap_or(1),
+        );
+        for (&root, &off) in roots.iter().zip(&plan.offsets) {
+            // Keys are in root order; a chain whose root has no ordinal has no slot.
+            if let Ok(i) = keys.binary_search_by_key(&root, |k| k.root) {
+                keys[i].offset = base + off;
+            }
+        }
+        placed.height = base + plan.height(&problem);
+        placed.lower_bound += memo_planner::offsets_lower_bound(&problem);
+        placed.naive += buffers
+            .iter()
+            .map(|b| align_up(b.size, b.align))
+            .sum::<u64>();
+    }
+    placed
 }
 
 /// Records read at a time while the problems are built, their pages given back after.
