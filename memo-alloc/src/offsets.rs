@@ -91,9 +91,10 @@ pub(crate) fn plan_routed(strategy: OffsetStrategy, problem: &Problem) -> (Offse
         ..BestOptions::default()
     };
     let lb = offsets_lower_bound(problem);
-    let near = |plan: &OffsetPlan| {
-        plan.height(problem) <= lb + lb / 1000 * best::NEAR_LINEAR_GAP_PER_MILLE
-    };
+    // Whether `plan` is within `per_mille` per mille of the lower bound.
+    let within =
+        |plan: &OffsetPlan, per_mille: u64| plan.height(problem) <= lb + lb / 1000 * per_mille;
+    let near = |plan: &OffsetPlan| within(plan, best::NEAR_LINEAR_GAP_PER_MILLE);
     let sweep = OffsetStrategy::GreedyInOrder.plan(problem);
     if near(&sweep) {
         return (sweep, Route::Sweep);
@@ -109,8 +110,7 @@ pub(crate) fn plan_routed(strategy: OffsetStrategy, problem: &Problem) -> (Offse
         }
     }
     let start = best::portfolio(problem, &options);
-    if problem.len() > EXACT_MAX_BUFFERS || start.height(problem) <= lb + lb / 1000 * GAP_PER_MILLE
-    {
+    if problem.len() > EXACT_MAX_BUFFERS || within(&start, GAP_PER_MILLE) {
         return (start, Route::Portfolio);
     }
     let exact_options = ExactOptions {

@@ -165,11 +165,10 @@ impl Spares {
             .enumerate()
             .filter(|(_, &(_, chunks, _))| chunks >= need)
             .min_by_key(|(_, &(_, chunks, bytes))| (chunks, bytes < size, bytes.abs_diff(size)));
-        let Some((i, &(base, chunks, last))) = fit else {
+        let Some((i, _)) = fit else {
             return std::ptr::null_mut();
         };
-        self.len -= 1;
-        self.blocks[i] = self.blocks[self.len];
+        let (base, chunks, last) = self.remove(i);
         if chunks > need {
             // SAFETY: the block's chunks past the first `need` are ours (the block was
             // kept here) and no one uses them: the request fits in the first `need`.
@@ -207,13 +206,20 @@ impl Spares {
             else {
                 break;
             };
-            let (base, chunks, bytes) = self.blocks[i];
-            self.len -= 1;
-            self.blocks[i] = self.blocks[self.len];
+            let (base, chunks, bytes) = self.remove(i);
             kept -= bytes;
             // SAFETY: a free own block of `chunks` chunks, kept only here.
             unsafe { region::release_later(base, chunks) };
         }
+    }
+
+    /// Takes kept block `i` off the list (the last one takes its place).
+    fn remove(&mut self, i: usize) -> (*mut u8, usize, usize) {
+        debug_assert!(i < self.len);
+        let block = self.blocks[i];
+        self.len -= 1;
+        self.blocks[i] = self.blocks[self.len];
+        block
     }
 
     /// Takes back the freed own block `base` of `size` bytes, handed out by

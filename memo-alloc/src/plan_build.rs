@@ -30,7 +30,7 @@ impl Trace {
         let chains: Vec<Chain> = self
             .chains()
             .into_iter()
-            .filter(|c| !c.escaping && c.align <= MAX_PLANNED_ALIGN)
+            .filter(|c| plannable(c.escaping, c.align))
             .collect();
         let buffers = chains
             .iter()
@@ -101,6 +101,12 @@ fn fold_chains(records: &mut [Record]) {
             r.lost |= m.lost;
         }
     }
+}
+
+/// Whether a chain is planned into the slab: it does not escape the pass, and a slab can
+/// honour its alignment.
+fn plannable(escaping: bool, align: u64) -> bool {
+    !escaping && align <= MAX_PLANNED_ALIGN
 }
 
 /// A planner buffer for a logical buffer of `size` bytes (at least 1) with alignment
@@ -268,7 +274,7 @@ const CHUNK: usize = 1 << 16;
 fn context_problems(profile: &mut Profile, keys: &mut [SlotKey]) -> Vec<ContextProblem> {
     let (context_of, contexts) = contexts_of(&profile.scopes);
     let context = |r: &Record| context_of.get(r.scope as usize).copied().unwrap_or(0) as usize;
-    let planned = |r: &Record| r.parent == NONE && !r.escaping() && r.align() <= MAX_PLANNED_ALIGN;
+    let planned = |r: &Record| r.parent == NONE && plannable(r.escaping(), r.align());
     let mut counts = vec![0usize; contexts as usize];
     for r in profile.records.iter().filter(|r| planned(r)) {
         counts[context(r)] += 1;

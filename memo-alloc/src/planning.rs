@@ -94,7 +94,7 @@ fn finish_profile(
     serial: Option<u64>,
     cfg: &Config,
 ) {
-    let counts = TraceCounts::of(&profile);
+    let counts = ProfileCounts::of(&profile);
     let t0 = Instant::now();
     let plan = match &cfg.trace_dir {
         Some(dir) => {
@@ -127,16 +127,16 @@ fn give_back(records: Vec<Record>) {
 }
 
 /// What a pass's summary says of its profile, taken before planning consumes it.
-struct TraceCounts {
+struct ProfileCounts {
     allocations: u64,
     reallocs: u64,
     events: u64,
     scopes: u64,
 }
 
-impl TraceCounts {
-    fn of(profile: &Profile) -> TraceCounts {
-        TraceCounts {
+impl ProfileCounts {
+    fn of(profile: &Profile) -> ProfileCounts {
+        ProfileCounts {
             allocations: profile.records.len() as u64,
             reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64,
             events: profile.events,
@@ -145,7 +145,7 @@ impl TraceCounts {
     }
 }
 
-fn summarize(counts: &TraceCounts, plan: &PlanFile, plan_millis: f64) -> Summary {
+fn summarize(counts: &ProfileCounts, plan: &PlanFile, plan_millis: f64) -> Summary {
     Summary {
         allocations: counts.allocations,
         planned: plan.slots.iter().filter(|s| s.offset.is_some()).count() as u64,

@@ -467,9 +467,7 @@ impl Recorder {
             // of order) and the pass itself end with the pass.
             exit: Some(if s.exit == LIVE { end } else { s.exit }),
         }));
-        let mut events = std::mem::take(&mut self.events);
-        events.clear();
-        keep_spare(events, Vec::new());
+        keep_spare(std::mem::take(&mut self.events), Vec::new());
         Ok(Profile {
             key: self.key.to_string(),
             events: end,

@@ -132,6 +132,20 @@ impl Instance {
         }
     }
 
+    /// Returns the instance's block to the OS (a block it no longer needs, not one to
+    /// reuse: see [`Instance::drop_block`]).
+    ///
+    /// # Safety
+    /// The caller owns the instance (won its state), and no slot of it is live.
+    unsafe fn release_block(&self) {
+        // SAFETY: owned by the caller.
+        if let Some(block) = unsafe { self.block.with_mut(Option::take) } {
+            debug_assert!(!self.any_live(), "a block released under a live slot");
+            self.base.store(ptr::null_mut(), Ordering::Relaxed);
+            blocks::release(block);
+        }
+    }
+
     /// Claims helper context node `node` for the calling thread; `false` if another
     /// thread is in it (or no such node).
     pub(crate) fn claim_node(&self, node: u32) -> bool {
@@ -472,10 +486,7 @@ impl Slabs {
     /// published. An instance taken meanwhile (a pass of the key on another thread) gets
     /// a block again, as after [`Slabs::park`]. Runs at a pass boundary.
     pub(crate) fn shed_idle(&self) {
-        let n = self.count.load(Ordering::Acquire);
-        for slot in &self.instances[..n] {
-            // SAFETY: published instances live as long as their `Slabs`.
-            let i = unsafe { &*slot.load(Ordering::Acquire) };
+        for i in self.published() {
             if i.state
                 .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
@@ -485,10 +496,7 @@ impl Slabs {
             if !i.any_live() {
                 // SAFETY: IN_USE was won by this thread, so it owns the instance and only
                 // it could hand out a slot: every slot seen free stays free.
-                if let Some(block) = unsafe { i.block.with_mut(Option::take) } {
-                    i.base.store(ptr::null_mut(), Ordering::Relaxed);
-                    blocks::release(block);
-                }
+                unsafe { i.release_block() };
             }
             i.state.store(FREE, Ordering::Release);
         }
@@ -516,10 +524,7 @@ impl Slabs {
             }
             // SAFETY: `DEAD` was won by this thread: no pass holds the instance, none will,
             // and no slot of it is live.
-            if let Some(block) = unsafe { i.block.with_mut(Option::take) } {
-                i.base.store(ptr::null_mut(), Ordering::Relaxed);
-                blocks::release(block);
-            }
+            unsafe { i.release_block() };
         }
         all
     }
