@@ -30,6 +30,7 @@ use std::fmt;
 use crate::geometry::offset_align;
 use crate::group_index::GroupIndex;
 use crate::hash::name_hash;
+use crate::lanes::LaneLayout;
 use crate::sync::{AtomicU32, AtomicU8, Ordering};
 use crate::trace::PlanFile;
 
@@ -201,7 +202,10 @@ struct ScopeGroup {
 #[derive(Debug)]
 pub(crate) struct CompiledPlan {
     pub(crate) key: Box<str>,
+    /// The slab's bytes: the planned slots', then the lanes'.
     pub(crate) height: u64,
+    /// Where small requests go instead of slots (see `lanes.rs`).
+    pub(crate) lanes: LaneLayout,
     nodes: u32,
     scope_groups: Vec<ScopeGroup>,
     cursors: Vec<Cursor>,
@@ -368,22 +372,23 @@ fn check_cost(slot: &Slot) -> u64 {
     (slot.group_end - slot.group) as u64
 }
 
-/// The check-word budget of a plan: linear in its slots.
-fn check_budget(planned: usize) -> u64 {
-    32 * planned as u64 + 65_536
+/// The check-word budget of a plan: linear in the allocations of a pass, its planned
+/// slots and its lane requests (`requests`, which cost one word each).
+fn check_budget(planned: usize, requests: u64) -> u64 {
+    32 * (planned as u64 + requests) + 65_536
 }
 
 /// Demotes the costliest slots until the plan's total check cost fits the budget;
 /// returns how many were demoted. Demoting a slot leaves the others' costs as they are
 /// or smaller (their ranges may cover fewer groups once its start is gone).
-fn demote_costly(slots: &mut [Slot]) -> u64 {
+fn demote_costly(slots: &mut [Slot], requests: u64) -> u64 {
     let planned = slots.iter().filter(|s| s.in_slab()).count();
     let costs: Vec<u64> = slots
         .iter()
         .map(|s| if s.in_slab() { check_cost(s) } else { 0 })
         .collect();
     let mut total: u64 = costs.iter().sum();
-    let budget = check_budget(planned);
+    let budget = check_budget(planned, requests);
     if total <= budget {
         return 0;
     }
@@ -405,10 +410,10 @@ fn demote_costly(slots: &mut [Slot]) -> u64 {
 
 /// The address groups of the slots in the slab (their offsets); each slot gets its run
 /// of groups, after the costliest were demoted.
-fn build_groups(slots: &mut [Slot]) -> (Vec<u64>, u64) {
+fn build_groups(slots: &mut [Slot], requests: u64) -> (Vec<u64>, u64) {
     let mut offsets = group_offsets(slots);
     assign_groups(slots, &offsets);
-    let demoted = demote_costly(slots);
+    let demoted = demote_costly(slots, requests);
     if demoted > 0 {
         offsets = group_offsets(slots);
         assign_groups(slots, &offsets);
@@ -419,7 +424,7 @@ fn build_groups(slots: &mut [Slot]) -> (Vec<u64>, u64) {
             .filter(|s| s.in_slab())
             .map(check_cost)
             .sum::<u64>()
-            <= check_budget(slots.len()),
+            <= check_budget(slots.len(), requests),
         "hand-outs stay within the check budget"
     );
     (offsets, demoted)
@@ -448,12 +453,14 @@ impl CompiledPlan {
                 pending: NO_SLOT,
             })
             .collect();
-        let (group_offsets, _demoted) = build_groups(&mut slots);
+        let (group_offsets, _demoted) = build_groups(&mut slots, file.lanes.requests);
         let group_index = GroupIndex::new(&group_offsets);
         let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
+        let lanes = LaneLayout::new(file.lanes.max, &file.lanes.cells, file.height);
         Ok(CompiledPlan {
             key: file.key.as_str().into(),
-            height: file.height,
+            height: file.height.max(lanes.end),
+            lanes,
             nodes: scopes.nodes,
             scope_groups,
             cursors,
@@ -599,6 +606,7 @@ mod tests {
                 slot(4, 0, 16, None),
                 slot(2, 2, 32, Some(160)),
             ],
+            lanes: Default::default(),
         }
     }
 
@@ -755,7 +763,7 @@ mod tests {
     fn heavily_overlapping_plans_compile_to_linear_tables() {
         let n = 20_000;
         let c = CompiledPlan::compile(&nested(n)).unwrap();
-        let budget = check_budget(2 * n as usize);
+        let budget = check_budget(2 * n as usize, 0);
         let cost: u64 = c.slots.iter().filter(|s| s.in_slab()).map(check_cost).sum();
         assert!(cost <= budget, "check cost {cost} > {budget}");
         assert!(c.demoted() > 0);

@@ -1,6 +1,6 @@
 //! Settings: `MEMO_MODE`, `MEMO_STRATEGY`, `MEMO_PLANNER`, `MEMO_TRACE_DIR`, `MEMO_PLAN_DIR`,
 //! `MEMO_BACKTRACE`, `MEMO_MAX_PLANS`, `MEMO_MAX_PROFILE_EVENTS`, `MEMO_MAX_PROFILE_BYTES`,
-//! read once at the first pass, or set in code first.
+//! `MEMO_LANES`, read once at the first pass, or set in code first.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -88,6 +88,10 @@ pub struct Config {
     pub replan_miss_ratio: f64,
     /// Number of replayed passes over which misses are counted.
     pub miss_window: u32,
+    /// New plans serve requests of at most this many bytes (size and alignment) from
+    /// size-class lanes of the slab instead of planned slots (`MEMO_LANES`; 0: none; else
+    /// a power of two from 16 to 4096). See the crate's `lanes` module.
+    pub lanes: u64,
 }
 
 impl Default for Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             max_profile_bytes: 1 << 29,
             replan_miss_ratio: 0.05,
             miss_window: 3,
+            lanes: 0,
         }
     }
 }
@@ -160,6 +165,14 @@ impl Config {
                     Ok(n) if n > 0 => *field = n,
                     _ => eprintln!("memomalloc: {var}={v:?} is not a positive number"),
                 }
+            }
+        }
+        if let Ok(v) = std::env::var("MEMO_LANES") {
+            match v.trim().parse::<u64>() {
+                Ok(n) if crate::lanes::valid_max(n) => c.lanes = n,
+                _ => eprintln!(
+                    "memomalloc: MEMO_LANES={v:?} is not 0 or a power of two from 16 to 4096"
+                ),
             }
         }
         c

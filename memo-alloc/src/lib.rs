@@ -81,6 +81,7 @@ mod fork;
 mod geometry;
 mod group_index;
 mod hash;
+mod lanes;
 mod lifecycle;
 mod live_table;
 #[cfg(all(test, loom))]
@@ -90,6 +91,7 @@ mod offsets;
 mod own_blocks;
 mod pass;
 mod plan_build;
+mod plan_lanes;
 mod planner;
 mod planning;
 mod profile;

@@ -25,7 +25,7 @@ use crate::pass::{Mode, PassState};
 use crate::planner;
 use crate::planning::{Job, Pinned};
 use crate::reclaim::RECLAIMER;
-use crate::recorder::{Bounds, Recorder};
+use crate::recorder::{counted_lanes, Bounds, Recorder};
 use crate::registry::{self, KeyEntry, KeyState};
 use crate::slab::Released;
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
@@ -121,7 +121,7 @@ fn shed_old_slabs(entry: &KeyEntry) {
 fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Option<Recorder> {
     let key: &'static str = &entry.key; // entries are never freed
     if cfg.mode == ConfigMode::Profile {
-        let rec = Recorder::new(key, cfg.backtrace, Bounds::of(cfg))?;
+        let rec = Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg))?;
         pass.mode = Mode::Profile;
         return Some(rec);
     }
@@ -135,7 +135,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
         } else if entry.begin_profile() {
             entry.note_profile(cfg.max_plans);
             shed_old_slabs(entry);
-            match Recorder::new(key, cfg.backtrace, Bounds::of(cfg)) {
+            match Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg)) {
                 Some(rec) => {
                     pass.mode = Mode::Profile;
                     return Some(rec);
@@ -310,7 +310,7 @@ pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
     if pass.mode == Mode::Profile {
         let cfg = config::config();
         let key: &'static str = pass.entry.map_or("", |e| &e.key);
-        ctx.recorder = Recorder::new(key, cfg.backtrace, Bounds::of(cfg));
+        ctx.recorder = Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg));
         if ctx.recorder.is_none() {
             ctx.abandoned = Some(AbandonReason::OutOfMemory);
         }

@@ -27,7 +27,9 @@
 //! `free` reading its run's next word after clearing the run's first (so after the
 //! slot is seen free) fails `free_then_reclaim`;
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
-//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`.
+//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`;
+//! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
+//! `lane_cell_hand_off`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,7 +44,7 @@ use crate::registry::{KeyEntry, KeyState};
 use crate::replay;
 use crate::run_stack::{Run, RunStack};
 use crate::slab::{Instance, Slabs};
-use crate::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use crate::trace::{PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     // One model at a time: the models share the process's region and idle lists, so two
@@ -90,6 +92,11 @@ fn plan() -> CompiledPlan {
 
 /// A plan of one scope whose slots are at these `(offset, size)`.
 fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
+    plan_with_lanes(slots, PlanLanes::default())
+}
+
+/// [`plan_of`], with `lanes` above the slots.
+fn plan_with_lanes(slots: &[(u64, u64)], lanes: PlanLanes) -> CompiledPlan {
     let slot = |ordinal, offset, size| PlanSlot {
         scope: 0,
         ordinal,
@@ -118,6 +125,7 @@ fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
             .zip(slots)
             .map(|(i, &(offset, size))| slot(i, offset, size))
             .collect(),
+        lanes,
     };
     CompiledPlan::compile(&file).expect("a valid plan")
 }
@@ -213,6 +221,47 @@ fn hand_off_between(plan: CompiledPlan, live: u32, next: u32) -> (&'static Slabs
         );
     }
     (slabs, inst)
+}
+
+/// Lane cell hand-off: the owner takes the only 16-byte cell, another thread uses and
+/// frees it while the owner asks for a cell of the class again: refused until the free,
+/// and its use of the memory comes after the free's.
+#[test]
+fn lane_cell_hand_off() {
+    model(|| {
+        let lanes = PlanLanes {
+            max: 16,
+            cells: vec![1],
+            requests: 0,
+        };
+        let plan = plan_with_lanes(&[], lanes);
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = acquire(slabs).unwrap();
+        // SAFETY: the instance lives as long as its pool, which is leaked.
+        let i = unsafe { &*inst };
+        let layout = &slabs.plan.lanes;
+        let offset = i.lanes.alloc(layout, 0).expect("a free cell");
+        mem.write_at(offset, 16);
+        // SAFETY: the cell lies in the instance's block, held by this pass.
+        let shared = Shared(inst, unsafe { i.base().add(offset as usize) });
+        let m = mem.clone();
+        let freer = spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write_at(offset, 16);
+            // SAFETY: `p` is the cell's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        let again = i.lanes.alloc(layout, 0);
+        if let Some(o) = again {
+            mem.write_at(o, 16);
+        }
+        freer.join().unwrap();
+        if again.is_none() {
+            let o = i.lanes.alloc(layout, 0).expect("free after the join");
+            mem.write_at(o, 16);
+        }
+    });
 }
 
 /// Slot hand-off: the owner hands out slot 0, another thread uses and frees it while the

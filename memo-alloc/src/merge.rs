@@ -9,7 +9,8 @@
 //! ([`Seen`]); the new plan is made with those. So a key whose sizes jitter between passes
 //! (alternating sizes, the shapes of a bucket) stops missing after a few profiles, while
 //! allocations the new profile no longer makes (a process's first-pass, one-time state)
-//! drop out of the plan.
+//! drop out of the plan. Requests that took lane cells have no slots to align with; the
+//! new plan keeps at least the old plan's cells (`planning::lanes_after`).
 
 use crate::compile::{CompiledPlan, Slot};
 use crate::profile::Profile;
@@ -26,6 +27,9 @@ pub(crate) fn seen_in(profile: &Profile, old: &CompiledPlan) -> Vec<Option<Seen>
     for (id, a) in profile.records.iter().enumerate() {
         if a.ordinal().is_none() {
             continue; // a realloc continues its chain's key
+        }
+        if crate::lanes::class_of(a.size, a.align(), old.lanes.max).is_some() {
+            continue; // took a lane cell, not a slot
         }
         let Some(node) = node_of.get(a.scope as usize).copied().flatten() else {
             continue;

@@ -202,6 +202,7 @@ impl PassState {
         PassCounters {
             allocations: self.allocations.load(r),
             slab_hits: self.slab_hits.load(r),
+            lane_hits: 0, // the matching's clock of a context, not reported
             slab_bytes: self.slab_bytes.load(r),
             diverged_bytes: self.diverged_bytes.load(r),
             skipped: self.skipped.load(r),

@@ -11,9 +11,10 @@
 
 use memo_planner::{align_up, Buffer, OffsetPlan, OffsetStrategy, Problem};
 
+use crate::plan_lanes::{lane_classes, lane_of, plan_lanes};
 use crate::profile::{Profile, Record, LIVE, NONE};
 use crate::trace::{
-    contexts_of, plan_align, Chain, PlanFile, PlanSlot, Seen, Trace, FORMAT_VERSION,
+    contexts_of, plan_align, Chain, PlanFile, PlanLanes, PlanSlot, Seen, Trace, FORMAT_VERSION,
     MAX_PLANNED_ALIGN, PLAN_FORMAT,
 };
 
@@ -54,7 +55,8 @@ impl PlanFile {
         strategy: OffsetStrategy,
         seen: &[Option<Seen>],
     ) -> PlanFile {
-        plan_profile(Profile::from_trace(trace), strategy, seen, drop)
+        let no_lanes = PlanLanes::default();
+        plan_profile(Profile::from_trace(trace), strategy, seen, &no_lanes, drop)
     }
 }
 
@@ -140,19 +142,23 @@ struct ContextProblem {
 /// Plans a profile with `strategy`, each allocation key widened to what earlier profiles
 /// saw for it (`seen`, by root record). Each context (the main one, each helper) is
 /// planned on its own and the regions stacked: contexts run concurrently in replay, so
-/// their slots never share addresses. The profile's records, read, go to `give_back`
-/// (the allocator keeps small buffers spare for its next profiles) before the strategy
-/// runs.
+/// their slots never share addresses. Requests of at most `lanes.max` bytes take lane
+/// cells, not slots: the plan has at least `lanes.cells` of them (an earlier plan's, so
+/// that plans converge). The profile's records, read, go to `give_back` (the allocator
+/// keeps small buffers spare for its next profiles) before the strategy runs.
 pub(crate) fn plan_profile(
     mut profile: Profile,
     strategy: OffsetStrategy,
     seen: &[Option<Seen>],
+    lanes: &PlanLanes,
     give_back: impl FnOnce(Vec<Record>),
 ) -> PlanFile {
-    let mut keys = slot_keys(&profile.records, seen);
+    let lane = lane_classes(&profile.records, lanes.max);
+    let mut keys = slot_keys(&profile, seen, &lane);
     fold_chains(&mut profile.records);
+    let lanes = plan_lanes(&profile, &lane, lanes);
     widen_roots(&mut profile.records, seen);
-    let problems = context_problems(&mut profile, &mut keys);
+    let problems = context_problems(&mut profile, &mut keys, &lane);
     let Profile {
         key,
         scopes,
@@ -186,6 +192,7 @@ pub(crate) fn plan_profile(
         naive,
         scopes,
         slots,
+        lanes,
     }
 }
 
@@ -194,17 +201,35 @@ fn seen_at(seen: &[Option<Seen>], root: u32) -> Option<Seen> {
     seen.get(root as usize).copied().flatten()
 }
 
-/// One key per record with an ordinal (every allocation but reallocs), in root order,
-/// its smallest request taken now: the request that takes a slot is its chain's first,
-/// whose size the fold then raises. Sizes, alignments and offsets come later.
-fn slot_keys(records: &[Record], seen: &[Option<Seen>]) -> Vec<SlotKey> {
+/// One key per record with an ordinal (every allocation but reallocs) that takes no lane
+/// cell, in root order, its smallest request taken now: the request that takes a slot is
+/// its chain's first, whose size the fold then raises. Sizes, alignments and offsets come
+/// later. Ordinals count the scope's requests that take slots: replay matches only those
+/// to its sequence.
+fn slot_keys(profile: &Profile, seen: &[Option<Seen>], lane: &[u8]) -> Vec<SlotKey> {
+    let mut lanes_before = vec![
+        0u32;
+        if lane.is_empty() {
+            0
+        } else {
+            profile.scopes.len()
+        }
+    ];
     (0u32..)
-        .zip(records)
+        .zip(&profile.records)
         .filter_map(|(root, r)| {
+            let ordinal = r.ordinal()?;
+            let before = lanes_before.get_mut(r.scope as usize);
+            if lane_of(lane, root).is_some() {
+                if let Some(n) = before {
+                    *n += 1;
+                }
+                return None;
+            }
             Some(SlotKey {
                 root,
                 scope: r.scope,
-                ordinal: r.ordinal()?,
+                ordinal: ordinal - before.map_or(0, |n| *n),
                 align_log2: 0,
                 min: seen_at(seen, root).map_or(r.size, |s| s.min.min(r.size)),
                 size: 0,
@@ -265,19 +290,29 @@ fn place(problems: Vec<ContextProblem>, strategy: OffsetStrategy, keys: &mut [Sl
 /// Records read at a time while the problems are built, their pages given back after.
 const CHUNK: usize = 1 << 16;
 
-/// One problem per context with a chain to plan (folded: see [`fold_chains`]), its
-/// buffers in root order, unnamed (the allocator knows buffers by index: a pass of
-/// 350,000 allocations would spend 11 MB on names); and the planned size and alignment
-/// of each of `keys` (in root order). The records are read from the last back, a chunk at
-/// a time, each chunk's pages given back once read: the records (56 bytes an
-/// allocation) and the problems (56 bytes a buffer) are never resident together.
-fn context_problems(profile: &mut Profile, keys: &mut [SlotKey]) -> Vec<ContextProblem> {
+/// One problem per context with a chain to plan (folded: see [`fold_chains`]; chains
+/// whose first request takes a lane cell are not planned), its buffers in root order,
+/// unnamed (the allocator knows buffers by index: a pass of 350,000 allocations would
+/// spend 11 MB on names); and the planned size and alignment of each of `keys` (in root
+/// order). The records are read from the last back, a chunk at a time, each chunk's
+/// pages given back once read: the records (56 bytes an allocation) and the problems (56
+/// bytes a buffer) are never resident together.
+fn context_problems(
+    profile: &mut Profile,
+    keys: &mut [SlotKey],
+    lane: &[u8],
+) -> Vec<ContextProblem> {
     let (context_of, contexts) = contexts_of(&profile.scopes);
     let context = |r: &Record| context_of.get(r.scope as usize).copied().unwrap_or(0) as usize;
-    let planned = |r: &Record| r.parent == NONE && plannable(r.escaping(), r.align());
+    let keyed = |root: u32, r: &Record| r.ordinal().is_some() && lane_of(lane, root).is_none();
+    let planned = |root: u32, r: &Record| {
+        r.parent == NONE && plannable(r.escaping(), r.align()) && lane_of(lane, root).is_none()
+    };
     let mut counts = vec![0usize; contexts as usize];
-    for r in profile.records.iter().filter(|r| planned(r)) {
-        counts[context(r)] += 1;
+    for (root, r) in (0u32..).zip(&profile.records) {
+        if planned(root, r) {
+            counts[context(r)] += 1;
+        }
     }
     let mut buffers: Vec<Vec<Buffer>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
     let mut roots: Vec<Vec<u32>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
@@ -287,14 +322,14 @@ fn context_problems(profile: &mut Profile, keys: &mut [SlotKey]) -> Vec<ContextP
         let from = records.len().saturating_sub(CHUNK);
         for (i, r) in records[from..].iter().enumerate().rev() {
             let root = (from + i) as u32;
-            if r.ordinal().is_some() {
+            if keyed(root, r) {
                 next_key -= 1;
                 let k = &mut keys[next_key];
                 debug_assert_eq!(k.root, root, "keys are the records with an ordinal");
                 k.size = r.size;
                 k.align_log2 = plan_align(r.align(), r.size).trailing_zeros() as u8;
             }
-            if planned(r) {
+            if planned(root, r) {
                 let c = context(r);
                 buffers[c].push(buffer(
                     String::new(),

@@ -16,7 +16,7 @@ use crate::registry::{self, KeyEntry, Summary};
 use crate::slab::{Slabs, MAX_INSTANCES};
 use crate::stats::{self, PlanRejection, GLOBAL};
 use crate::sync::Ordering;
-use crate::trace::{PlanFile, Seen};
+use crate::trace::{PlanFile, PlanLanes, Seen};
 
 /// A finished profile to plan.
 pub(crate) struct Job {
@@ -79,8 +79,23 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
         .as_ref()
         .map(|b| crate::merge::seen_in(&profile, &b.get().plan))
         .unwrap_or_default();
+    let lanes = lanes_after(base.as_ref().map(|b| &b.get().plan.lanes), cfg);
     drop(base);
-    finish_profile(profile, &seen, entry, serial, cfg);
+    finish_profile(profile, &seen, &lanes, entry, serial, cfg);
+}
+
+/// The lanes a new plan starts from: the configured bound, and the previous plan's cells
+/// when it had the same bound.
+fn lanes_after(previous: Option<&crate::lanes::LaneLayout>, cfg: &Config) -> PlanLanes {
+    let cells = previous
+        .filter(|l| l.max == cfg.lanes)
+        .map(|l| l.cells())
+        .unwrap_or_default();
+    PlanLanes {
+        max: cfg.lanes,
+        cells,
+        requests: 0,
+    }
 }
 
 /// Plans a finished profile of `entry` (`serial`: its number among the key's profiles;
@@ -90,6 +105,7 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
 fn finish_profile(
     profile: Profile,
     seen: &[Option<Seen>],
+    lanes: &PlanLanes,
     entry: Option<&'static KeyEntry>,
     serial: Option<u64>,
     cfg: &Config,
@@ -99,11 +115,11 @@ fn finish_profile(
     let plan = match &cfg.trace_dir {
         Some(dir) => {
             let trace = profile.to_trace();
-            let plan = plan_build::plan_profile(profile, cfg.strategy, seen, give_back);
+            let plan = plan_build::plan_profile(profile, cfg.strategy, seen, lanes, give_back);
             files::write_pass(dir, &trace, &plan, serial);
             plan
         }
-        None => plan_build::plan_profile(profile, cfg.strategy, seen, give_back),
+        None => plan_build::plan_profile(profile, cfg.strategy, seen, lanes, give_back),
     };
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     let Some(entry) = entry else { return };
@@ -137,7 +153,7 @@ struct ProfileCounts {
 impl ProfileCounts {
     fn of(profile: &Profile) -> ProfileCounts {
         ProfileCounts {
-            allocations: profile.records.len() as u64,
+            allocations: profile.records.len() as u64 + profile.lane_requests,
             reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64,
             events: profile.events,
             scopes: profile.scopes.len() as u64,

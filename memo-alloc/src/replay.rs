@@ -38,6 +38,10 @@
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing.
+//!
+//! A request small enough for the plan's lanes takes a free cell of its size class
+//! instead (see `lanes.rs`): it is matched to nothing and moves no cursor, and its hits
+//! are not in the clock the rules above count hits by.
 
 use std::alloc::Layout;
 
@@ -45,6 +49,7 @@ use crate::compile::{
     CompiledPlan, Cursor, Lost, Shrink, Slot, AGREE, ANCHOR, NO_SLOT, PLANNED, RUN_GAP,
 };
 use crate::context::Context;
+use crate::lanes;
 use crate::slab::{Instance, BLOCK_SHIFT, EMPTY};
 use crate::stats::MissReason;
 use crate::sync::{AtomicU32, Ordering};
@@ -236,6 +241,9 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     let size = layout.size() as u64;
     // SAFETY: the pass holds its plan and instance until it ends.
     let (plan, inst) = unsafe { (&*pass.plan, &*pass.inst) };
+    if let Some(class) = lanes::class_of(size, layout.align() as u64, plan.lanes.max) {
+        return lane_alloc(pass, plan, inst, class, size);
+    }
     // The hit path: rule 1, the next slot matches (a pending candidate, if any, is
     // dropped: the sequence is back in step).
     // SAFETY: the cursors are written only by this thread, the instance's owner.
@@ -274,6 +282,26 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     debug_assert!(slot.offset + layout.size() as u64 <= plan.height);
     // SAFETY: `offset + size <= height`, and the instance spans `height` bytes from `base`.
     Ok(unsafe { pass.base.add(slot.offset as usize) })
+}
+
+/// A lane request: a free cell of its class, or an overlap miss when every cell of the
+/// class is live (the pass holds more than its profiles did).
+#[inline]
+fn lane_alloc(
+    pass: &mut Context,
+    plan: &CompiledPlan,
+    inst: &Instance,
+    class: usize,
+    size: u64,
+) -> Result<*mut u8, MissReason> {
+    let Some(offset) = inst.lanes.alloc(&plan.lanes, class) else {
+        pass.undo = (pass.node, NO_SLOT, NO_SLOT); // no cursor moved
+        return Err(MissReason::Overlap);
+    };
+    debug_assert!(offset + size <= plan.height && size <= lanes::cell_size(class));
+    pass.counters.lane_hits += 1;
+    // SAFETY: the cell lies in the lane area, below `height`, which the instance spans.
+    Ok(unsafe { pass.base.add(offset as usize) })
 }
 
 /// A slot taken on the hit path failed its checks: used up, unless the backend fails the
@@ -327,8 +355,8 @@ unsafe fn alloc_resync(pass: &mut Context, layout: Layout) -> Result<*mut u8, Mi
                     let c = &pass.counters;
                     let at = At {
                         node,
-                        hits: c.slab_hits,
-                        request: c.slab_hits + c.missed(),
+                        hits: c.slab_hits - c.lane_hits,
+                        request: c.slab_hits - c.lane_hits + c.missed(),
                     };
                     (
                         take(
@@ -494,7 +522,9 @@ unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
     // SAFETY: an instance with a live slot is never freed (retirement waits for all its
     // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    let group = plan.group_at((p as usize - inst.base() as usize) as u64)? as usize;
+    let offset = (p as usize - inst.base() as usize) as u64;
+    debug_assert!(!plan.lanes.holds(offset), "lane cells are not slots");
+    let group = plan.group_at(offset)? as usize;
     let index = inst.occupant.get(group)?.load(Ordering::Acquire);
     debug_assert_ne!(index, EMPTY, "a free or realloc of a slab pointer not live");
     Some(Live {
@@ -524,6 +554,11 @@ unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
 /// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
+    // SAFETY: forwarded contract.
+    if let Some((inst, plan, offset)) = unsafe { lane_cell(inst, p) } {
+        inst.lanes.free(&plan.lanes, offset); // last: the instance may go after it
+        return;
+    }
     // SAFETY: forwarded contract.
     let Some(live) = (unsafe { live_slot(inst, p) }) else {
         return;
@@ -558,6 +593,26 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     first.store(EMPTY, Ordering::Release);
 }
 
+/// The instance, plan and slab offset of `p` if it is a lane cell.
+///
+/// # Safety
+/// As [`live_slot`].
+#[inline(always)]
+unsafe fn lane_cell(
+    inst: *mut (),
+    p: *mut u8,
+) -> Option<(&'static Instance, &'static CompiledPlan, u64)> {
+    let inst = inst.cast::<Instance>();
+    if inst.is_null() {
+        return None;
+    }
+    // SAFETY: as in `live_slot`: an instance with a live cell is never freed, and its
+    // plan outlives it.
+    let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
+    let offset = (p as usize - inst.base() as usize) as u64;
+    plan.lanes.holds(offset).then_some((inst, plan, offset))
+}
+
 /// Clears the leading words of `words` that hold `index`; returns how many.
 ///
 /// Acquire loads, as the free's first one: the owner's stores of this slot
@@ -582,6 +637,10 @@ fn clear_run(words: &[AtomicU32], index: u32) -> usize {
 /// As [`live_slot`].
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
+    // SAFETY: forwarded contract.
+    if let Some((_, plan, offset)) = unsafe { lane_cell(inst, p) } {
+        return plan.lanes.cell_size_at(offset);
+    }
     // SAFETY: forwarded contract.
     let live = unsafe { live_slot(inst, p) };
     live.and_then(|l| l.plan.slots.get(l.index as usize))
@@ -640,6 +699,7 @@ mod tests {
                 exit: None,
             }],
             slots,
+            lanes: Default::default(),
         };
         CompiledPlan::compile(&file).unwrap()
     }

@@ -34,6 +34,7 @@ use std::ptr;
 use crate::blocks::{self, Block};
 use crate::compile::{CompiledPlan, Cursor};
 use crate::fallible::{try_box, try_boxed_slice};
+use crate::lanes::LaneCells;
 use crate::region;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, OwnerCell};
 
@@ -76,6 +77,8 @@ pub(crate) struct Instance {
     /// and starts in an earlier one, or `EMPTY`. Such a slot holds these words instead of
     /// the block's `occupant` words.
     pub(crate) spanning: Box<[AtomicU32]>,
+    /// One bit per lane cell, set while the cell is live (see `lanes.rs`).
+    pub(crate) lanes: LaneCells,
     /// Owner-only: per scope node, where its allocations stand in its slots.
     pub(crate) cursors: OwnerCell<Box<[Cursor]>>,
     /// Owner-only: entries so far of each `(parent, name)` group, at its base node.
@@ -162,13 +165,20 @@ impl Instance {
         }
     }
 
-    /// Whether any slot of the instance is live (a snapshot). A live slot holds the word of
-    /// its first group (never in a block it covers whole), and a free clears that word
-    /// last, so the `occupant` words alone tell.
+    /// Whether any slot or lane cell of the instance is live (a snapshot). A live slot
+    /// holds the word of its first group (never in a block it covers whole), and a free
+    /// clears that word last, so the `occupant` words alone tell for slots.
     pub(crate) fn any_live(&self) -> bool {
         self.occupant
             .iter()
             .any(|o| o.load(Ordering::Acquire) != EMPTY)
+            || self.lanes_live()
+    }
+
+    /// Whether any lane cell of the instance is live (a snapshot).
+    pub(crate) fn lanes_live(&self) -> bool {
+        // SAFETY: an instance's plan outlives it.
+        self.lanes.any_live(unsafe { &(*self.plan).lanes })
     }
 
     /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
@@ -304,6 +314,7 @@ impl Slabs {
             pinned: AtomicBool::new(false),
             occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
             spanning: try_boxed_slice(blocks_of(plan.groups()), |_| AtomicU32::new(EMPTY))?,
+            lanes: LaneCells::new(&plan.lanes)?,
             cursors: OwnerCell::new(try_boxed_slice(plan.nodes(), |i| {
                 plan.initial_cursors()[i]
             })?),
@@ -402,8 +413,8 @@ impl Slabs {
             }
             out.pages_returned = self.return_uncovered_pages(i, &live);
             i.pinned.store(true, Ordering::Release);
-        } else if lend {
-            // SAFETY: still owned by the caller; no slot is live.
+        } else if lend && !i.lanes_live() {
+            // SAFETY: still owned by the caller; no slot or cell is live.
             unsafe { i.drop_block() };
         }
         i.state.store(FREE, Ordering::Release);
@@ -443,12 +454,15 @@ impl Slabs {
         unsafe { (*inst).ensure_block(&self.plan, false) }
     }
 
-    /// Returns the pages of `i` that none of the `live` slots covers.
+    /// Returns the pages of `i` that none of the `live` slots covers (nor, while a cell
+    /// is live, the lane area).
     fn return_uncovered_pages(&self, i: &Instance, live: &[u32]) -> u64 {
+        let lanes = &self.plan.lanes;
         let mut ranges: Vec<(u64, u64)> = live
             .iter()
             .filter_map(|&s| self.plan.slots.get(s as usize))
             .map(|s| (s.offset, s.offset + s.size))
+            .chain(i.lanes.any_live(lanes).then_some((lanes.start, lanes.end)))
             .collect();
         ranges.sort_unstable();
         let mut returned = 0;

@@ -143,6 +143,8 @@ pub(crate) struct PassCounters {
     /// Allocations made (served or missed); in backend passes, all of them.
     pub(crate) allocations: u64,
     pub(crate) slab_hits: u64,
+    /// Of the slab hits, those served by lane cells (not in the matching's clock).
+    pub(crate) lane_hits: u64,
     pub(crate) slab_bytes: u64,
     pub(crate) misses: [u64; MISS_REASONS],
     /// Bytes of the misses that say the program diverged (see `diverged`).

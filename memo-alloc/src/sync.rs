@@ -16,12 +16,12 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
 
 pub(crate) use std::sync::atomic::Ordering;

@@ -309,8 +309,73 @@ pub struct PlanFile {
     pub naive: u64,
     /// The scope tree (as in the trace).
     pub scopes: Vec<TraceScope>,
-    /// One slot per allocation key.
+    /// One slot per allocation key (requests served by lanes have none).
     pub slots: Vec<PlanSlot>,
+    /// The size-class lanes above `height` (absent: none).
+    #[serde(default, skip_serializing_if = "PlanLanes::is_none")]
+    pub lanes: PlanLanes,
+}
+
+/// The lanes of a plan: requests of at most `max` bytes (size and alignment) take a cell
+/// of their size class instead of a slot; class `k` (cells of `16 << k` bytes) has
+/// `cells[k]` cells, laid out in the slab above the planned slots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanLanes {
+    /// The largest lane request: 0 (no lanes) or a power of two from 16 to 4096.
+    pub max: u64,
+    /// Cells per class, from 16 bytes up to `max` (fewer entries: no cells beyond).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cells: Vec<u32>,
+    /// Lane requests of the profiled pass (a pass's work that no slot stands for).
+    #[serde(default)]
+    pub requests: u64,
+}
+
+impl PlanLanes {
+    /// No lanes: every request is matched to a slot.
+    pub fn is_none(&self) -> bool {
+        self.max == 0
+    }
+
+    /// Checks the bounds a slab can honour; the error names the field.
+    fn check(&self) -> Result<(), String> {
+        if !crate::lanes::valid_max(self.max) {
+            return Err(format!(
+                "lanes.max {} is not 0 or a power of two from 16 to 4096",
+                self.max
+            ));
+        }
+        if self.cells.len() > crate::lanes::classes_below(self.max) {
+            return Err(format!(
+                "lanes.cells has {} classes, lanes of {} bytes have {}",
+                self.cells.len(),
+                self.max,
+                crate::lanes::classes_below(self.max)
+            ));
+        }
+        if self.requests > MAX_LANE_REQUESTS {
+            return Err(format!(
+                "lanes.requests {} exceeds {MAX_LANE_REQUESTS}",
+                self.requests
+            ));
+        }
+        if let Some(k) = self.cells.iter().position(|&c| c > crate::lanes::MAX_CELLS) {
+            return Err(format!(
+                "lanes.cells[{k}] = {} exceeds {}",
+                self.cells[k],
+                crate::lanes::MAX_CELLS
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes the cells take (without the alignment of the lane area).
+    pub fn bytes(&self) -> u64 {
+        (0..)
+            .zip(&self.cells)
+            .map(|(k, &c)| crate::lanes::cell_size(k) * c as u64)
+            .sum()
+    }
 }
 
 impl PlanFile {
@@ -325,6 +390,15 @@ impl PlanFile {
             return Err(format!(
                 "height {} exceeds the largest slab ({MAX_SLAB_HEIGHT} bytes)",
                 self.height
+            ));
+        }
+        self.lanes.check()?;
+        // The lane area starts at the height aligned to a cell of at most 4 KiB.
+        if self.height + 4096 + self.lanes.bytes() > MAX_SLAB_HEIGHT {
+            return Err(format!(
+                "height {} and lanes of {} bytes exceed the largest slab ({MAX_SLAB_HEIGHT} bytes)",
+                self.height,
+                self.lanes.bytes()
             ));
         }
         for (i, s) in self.scopes.iter().enumerate() {
@@ -368,6 +442,9 @@ impl PlanFile {
         Ok(())
     }
 }
+
+/// Most lane requests a plan may claim a pass makes (as many as slots it may have).
+pub(crate) const MAX_LANE_REQUESTS: u64 = 1 << 24;
 
 /// The largest slab height a plan may have (32 GiB): a plan document asking for more is
 /// rejected rather than trusted.

@@ -49,6 +49,7 @@ fn plan(key: &str) -> PlanFile {
         naive: 2048,
         scopes: vec![scope(0, None, key, 0), scope(1, Some(0), "op", 0)],
         slots: vec![slot(1, 0, 1024, 0), slot(1, 1, 1024, 1024)],
+        lanes: Default::default(),
     }
 }
 
