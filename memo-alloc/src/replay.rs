@@ -506,23 +506,34 @@ struct Live {
     plan: &'static CompiledPlan,
 }
 
-/// The live slot behind slab pointer `p`. Its index is read from the word of the group
-/// `p` starts: the owner's stores there happen-before any use of `p` (the program handed
-/// `p` over), and Acquire keeps that even if the hand-off was not ordered for this word.
+/// The instance, plan and slab offset of live slab pointer `p` (a slot's or a lane
+/// cell's).
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
 /// this allocator handed out.
 #[inline(always)]
-unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
+unsafe fn slab_place(
+    inst: *mut (),
+    p: *mut u8,
+) -> Option<(&'static Instance, &'static CompiledPlan, u64)> {
     let inst = inst.cast::<Instance>();
     if inst.is_null() {
         return None;
     }
-    // SAFETY: an instance with a live slot is never freed (retirement waits for all its
-    // occupants to be EMPTY), and `p` is live; the plan outlives its instances.
+    // SAFETY: an instance with a live slot or cell is never freed (retirement waits for
+    // all its occupants to be EMPTY and its cells free), and `p` is live; the plan
+    // outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    let offset = (p as usize - inst.base() as usize) as u64;
+    Some((inst, plan, (p as usize - inst.base() as usize) as u64))
+}
+
+/// The live slot at slab offset `offset` of `inst` (not a lane cell). Its index is read
+/// from the word of the group the slot starts: the owner's stores there happen-before
+/// any use of the pointer (the program handed it over), and Acquire keeps that even if
+/// the hand-off was not ordered for this word.
+#[inline(always)]
+fn live_slot(inst: &'static Instance, plan: &'static CompiledPlan, offset: u64) -> Option<Live> {
     debug_assert!(!plan.lanes.holds(offset), "lane cells are not slots");
     let group = plan.group_at(offset)? as usize;
     let index = inst.occupant.get(group)?.load(Ordering::Acquire);
@@ -551,16 +562,18 @@ unsafe fn live_slot(inst: *mut (), p: *mut u8) -> Option<Live> {
 /// had been seen free: the loom model `free_then_reclaim`.)
 ///
 /// # Safety
-/// As [`live_slot`].
+/// As [`slab_place`].
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    if let Some((inst, plan, offset)) = unsafe { lane_cell(inst, p) } {
+    let Some((inst, plan, offset)) = (unsafe { slab_place(inst, p) }) else {
+        return;
+    };
+    if plan.lanes.holds(offset) {
         inst.lanes.free(&plan.lanes, offset); // last: the instance may go after it
         return;
     }
-    // SAFETY: forwarded contract.
-    let Some(live) = (unsafe { live_slot(inst, p) }) else {
+    let Some(live) = live_slot(inst, plan, offset) else {
         return;
     };
     let (occupant, index) = (&live.inst.occupant, live.index);
@@ -593,26 +606,6 @@ pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     first.store(EMPTY, Ordering::Release);
 }
 
-/// The instance, plan and slab offset of `p` if it is a lane cell.
-///
-/// # Safety
-/// As [`live_slot`].
-#[inline(always)]
-unsafe fn lane_cell(
-    inst: *mut (),
-    p: *mut u8,
-) -> Option<(&'static Instance, &'static CompiledPlan, u64)> {
-    let inst = inst.cast::<Instance>();
-    if inst.is_null() {
-        return None;
-    }
-    // SAFETY: as in `live_slot`: an instance with a live cell is never freed, and its
-    // plan outlives it.
-    let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    let offset = (p as usize - inst.base() as usize) as u64;
-    plan.lanes.holds(offset).then_some((inst, plan, offset))
-}
-
 /// Clears the leading words of `words` that hold `index`; returns how many.
 ///
 /// Acquire loads, as the free's first one: the owner's stores of this slot
@@ -634,15 +627,17 @@ fn clear_run(words: &[AtomicU32], index: u32) -> usize {
 /// The size of the slot behind live slab pointer `p` (how far it can grow in place).
 ///
 /// # Safety
-/// As [`live_slot`].
+/// As [`slab_place`].
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    if let Some((_, plan, offset)) = unsafe { lane_cell(inst, p) } {
+    let Some((inst, plan, offset)) = (unsafe { slab_place(inst, p) }) else {
+        return 0;
+    };
+    if plan.lanes.holds(offset) {
         return plan.lanes.cell_size_at(offset);
     }
-    // SAFETY: forwarded contract.
-    let live = unsafe { live_slot(inst, p) };
+    let live = live_slot(inst, plan, offset);
     live.and_then(|l| l.plan.slots.get(l.index as usize))
         .map_or(0, |s| s.size)
 }
