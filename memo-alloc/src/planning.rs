@@ -153,8 +153,11 @@ struct ProfileCounts {
 impl ProfileCounts {
     fn of(profile: &Profile) -> ProfileCounts {
         ProfileCounts {
-            allocations: profile.records.len() as u64 + profile.lane_requests,
-            reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64,
+            allocations: profile.records.len() as u64
+                + profile.lane_requests
+                + profile.lane_reallocs,
+            reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64
+                + profile.lane_reallocs,
             events: profile.events,
             scopes: profile.scopes.len() as u64,
         }
@@ -166,6 +169,8 @@ fn summarize(counts: &ProfileCounts, plan: &PlanFile, plan_millis: f64) -> Summa
         allocations: counts.allocations,
         planned: plan.slots.iter().filter(|s| s.offset.is_some()).count() as u64,
         escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64,
+        lane_requests: plan.lanes.requests,
+        lane_bytes: plan.lanes.bytes(),
         reallocs: counts.reallocs,
         events: counts.events,
         scopes: counts.scopes,

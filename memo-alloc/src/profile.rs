@@ -95,9 +95,11 @@ pub(crate) struct Profile {
     /// Call-site instruction pointers, each site ended by a 0.
     pub(crate) frames: Vec<usize>,
     /// Requests the recorder counted for lanes instead of recording them (see
-    /// `Recorder::new`): how many, and the cells each class needs (the most live at once,
-    /// plus those live at the end), summed over the contexts adopted.
+    /// `Recorder::new`): how many, the reallocs of their chains, and the cells each class
+    /// needs (the most live at once, plus those live at the end), summed over the
+    /// contexts adopted.
     pub(crate) lane_requests: u64,
+    pub(crate) lane_reallocs: u64,
     pub(crate) lane_cells: Vec<u32>,
 }
 
@@ -166,6 +168,7 @@ impl Profile {
             uses: trace.uses.clone(),
             frames: Vec::new(),
             lane_requests: 0,
+            lane_reallocs: 0,
             lane_cells: Vec::new(),
         }
     }
@@ -266,6 +269,7 @@ impl Profile {
         }));
         self.events += part.events;
         self.lane_requests += part.lane_requests;
+        self.lane_reallocs += part.lane_reallocs;
         add_cells(&mut self.lane_cells, &part.lane_cells)?;
         if let Some(s) = self.scopes.get_mut(root as usize) {
             s.exit = Some(self.events);

@@ -112,6 +112,7 @@ pub(crate) struct Recorder {
     /// Requests of at most this many bytes are counted for lanes, not recorded (0: none).
     lanes: u64,
     lane_requests: u64,
+    lane_reallocs: u64,
     lane_live: [u32; CLASSES],
     lane_most: [u32; CLASSES],
 }
@@ -181,6 +182,7 @@ impl Recorder {
             frames: backtrace.then(Vec::new),
             lanes,
             lane_requests: 0,
+            lane_reallocs: 0,
             lane_live: [0; CLASSES],
             lane_most: [0; CLASSES],
         })
@@ -391,6 +393,7 @@ impl Recorder {
                         // A lane request's chain: its cell is live until the chain ends.
                         let at = self.tick();
                         self.insert_live(new, mark, at)?;
+                        self.lane_reallocs += 1;
                     } else if let Some(prev) = prev {
                         let scope = self.records[prev as usize].scope;
                         let id = self.push(
@@ -560,6 +563,7 @@ impl Recorder {
             uses: std::mem::take(&mut self.uses),
             frames: self.frames.take().unwrap_or_default(),
             lane_requests: self.lane_requests,
+            lane_reallocs: self.lane_reallocs,
             lane_cells: self.lane_cells().map_err(oom)?,
         })
     }

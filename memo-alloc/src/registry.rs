@@ -102,6 +102,8 @@ pub(crate) struct Summary {
     pub(crate) allocations: u64,
     pub(crate) planned: u64,
     pub(crate) escaping: u64,
+    pub(crate) lane_requests: u64,
+    pub(crate) lane_bytes: u64,
     pub(crate) reallocs: u64,
     pub(crate) events: u64,
     pub(crate) scopes: u64,

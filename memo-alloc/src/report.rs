@@ -43,6 +43,11 @@ pub struct PassReport {
     pub planned: u64,
     /// Allocation keys that escaped the pass.
     pub escaping: u64,
+    /// Allocations of the last profiled pass small enough for lanes: in replay they take
+    /// a cell of their size class, not a slot (see `Config::lanes`).
+    pub lane_requests: u64,
+    /// Bytes of the plan's lane cells, in the slab above `height`.
+    pub lane_bytes: u64,
     /// Reallocs in the last profiled pass.
     pub reallocs: u64,
     /// Events (the pass's final time).
@@ -112,6 +117,8 @@ pub fn report(key: &str) -> Option<PassReport> {
             rep.allocations = s.allocations;
             rep.planned = s.planned;
             rep.escaping = s.escaping;
+            rep.lane_requests = s.lane_requests;
+            rep.lane_bytes = s.lane_bytes;
             rep.reallocs = s.reallocs;
             rep.events = s.events;
             rep.scopes = s.scopes;

@@ -56,10 +56,13 @@ fn profile_then_replay_from_the_slab() {
     );
     assert_eq!(r.state, "planned");
     assert!(r.passes_profiled >= 1);
-    assert!(r.planned >= 4, "{r:?}");
+    // Three vectors of 4,000 bytes take slots; the shape, of 24, a slot or (with lanes)
+    // a lane cell.
+    assert_eq!(r.planned + r.lane_requests, 4, "{r:?}");
+    assert!(r.planned >= 3, "{r:?}");
     assert!(r.escaping >= 1, "the output escapes: {r:?}");
     assert!(r.height >= r.lower_bound && r.lower_bound > 0);
-    assert!(r.slab_hits >= 5 * r.planned, "{r:?}");
+    assert!(r.slab_hits >= 5 * (r.planned + r.lane_requests), "{r:?}");
     assert!(r.misses_by_reason[MissReason::Escaping as usize] >= 5);
 }
 

@@ -60,6 +60,7 @@ fn run_child(name: &str, env: &[(&str, &Path)]) {
         "MEMO_BACKTRACE",
         "MEMO_STRATEGY",
         "MEMO_MAX_PLANS",
+        "MEMO_LANES",
     ] {
         cmd.env_remove(var);
     }
@@ -121,10 +122,14 @@ fn child_trace() {
     assert_eq!(out.len(), 333);
 }
 
+/// Without lanes (the default): every allocation key gets a slot.
 #[test]
 fn trace_dir_gets_trace_and_plan_documents() {
     let dir = scratch("trace");
-    run_child("child_trace", &[("MEMO_TRACE_DIR", &dir)]);
+    run_child(
+        "child_trace",
+        &[("MEMO_TRACE_DIR", &dir), ("MEMO_LANES", Path::new("0"))],
+    );
     let stem = memo_alloc::files::file_stem("env trace/1");
     assert_eq!(stem, "env_trace_1");
     let t = memo_alloc::files::read_trace(&dir.join(format!("{stem}.1.trace.json"))).unwrap();
@@ -218,6 +223,47 @@ fn trace_dir_gets_trace_and_plan_documents() {
     );
     assert!(plan.height >= plan.lower_bound && plan.lower_bound >= 100 + 200);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With lanes of 256 bytes, the trace still holds every allocation, and the plan gives
+/// slots only to the requests above 256 bytes; the others are counted into its lanes.
+#[test]
+fn trace_dir_plans_small_requests_into_lanes() {
+    let dir = scratch("trace-lanes");
+    run_child(
+        "child_trace_lanes",
+        &[("MEMO_TRACE_DIR", &dir), ("MEMO_LANES", Path::new("256"))],
+    );
+    let stem = memo_alloc::files::file_stem("env trace/lanes");
+    let t = memo_alloc::files::read_trace(&dir.join(format!("{stem}.1.trace.json"))).unwrap();
+    let plan = memo_alloc::files::read_plan(&dir.join(format!("{stem}.1.plan.json"))).unwrap();
+    assert!(t
+        .allocations
+        .iter()
+        .any(|a| a.size == 100 && a.ordinal == Some(0)));
+    let outer = t.scopes.iter().find(|s| s.name == "outer").unwrap().id;
+    // The escaping 333 bytes is the outer op's only request above the lanes: ordinal 0.
+    assert_eq!(plan.slots.len(), 1, "{:?}", plan.slots);
+    let s = &plan.slots[0];
+    assert_eq!(
+        (s.scope, s.ordinal, s.size, s.offset),
+        (outer, 0, 333, None)
+    );
+    // 100 bytes (class 128), 200 bytes aligned to 64 (256) and the Vec's 12 (16), whose
+    // chain grows past its cell; never two of one class live at once.
+    assert_eq!(plan.lanes.max, 256);
+    assert_eq!(plan.lanes.requests, 3, "{:?}", plan.lanes);
+    assert_eq!(plan.lanes.cells, vec![1, 0, 0, 1, 1], "{:?}", plan.lanes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "child process of trace_dir_plans_small_requests_into_lanes"]
+fn child_trace_lanes() {
+    if !is_child() {
+        return;
+    }
+    assert_eq!(traced_pass("env trace/lanes").len(), 333);
 }
 
 /// The workload of the plan-directory scenario.

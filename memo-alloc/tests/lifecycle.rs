@@ -545,7 +545,8 @@ fn realloc_of_a_slab_pointer_keeps_contents() {
     const KEY: &str = "life-realloc";
     let run = |grow_past: bool| {
         let _p = memo_alloc::pass(KEY);
-        let mut v: Vec<u32> = Vec::with_capacity(10);
+        // 400 bytes: above the lanes, a slot and its realloc chain.
+        let mut v: Vec<u32> = Vec::with_capacity(100);
         for i in 0..300u32 {
             v.push(i.wrapping_mul(2654435761)); // reallocs as it grows
         }

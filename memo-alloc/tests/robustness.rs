@@ -525,7 +525,7 @@ fn child_skipped_window() {
         {
             let _p = memo_alloc::pass(KEY);
             if std::mem::take(&mut first) {
-                let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+                let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 300 + i]).collect();
                 black_box(&s);
             }
             black_box(shaped(60, 0));
@@ -564,7 +564,7 @@ fn child_old_plan_window() {
     let pass = |one_time: bool| {
         let _p = memo_alloc::pass(KEY);
         if one_time {
-            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 300 + i]).collect();
             black_box(&s);
         }
         black_box(shaped(60, 0));
@@ -612,7 +612,7 @@ fn child_one_time() {
         // The first pass builds lazily initialised state, which it frees again (a cache
         // filled and trimmed, say): allocations the later passes do not make.
         if state.is_none() {
-            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 48 + i]).collect();
+            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 300 + i]).collect();
             black_box(&s);
             state = Some(Vec::new());
         }
