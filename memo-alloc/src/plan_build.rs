@@ -368,6 +368,9 @@ fn return_spare_pages<T>(v: &mut Vec<T>) {
 }
 
 #[cfg(all(test, not(loom)))]
+mod lane_tests;
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::trace::{AllocKind, TraceAlloc, TraceScope, TRACE_FORMAT};

@@ -50,11 +50,14 @@ pub enum Allocator {
     /// An ahead-of-time arena serving each thread's recorded pass unchecked, over glibc
     /// ([`crate::arena`]).
     Static = 6,
+    /// memomalloc over `System` with lanes of 256 bytes (`MEMO_LANES=256`): small
+    /// requests replay from size-class cells instead of planned slots.
+    MemoLanes = 7,
 }
 
 impl Allocator {
     /// Every allocator, in report order.
-    pub const ALL: [Allocator; 7] = [
+    pub const ALL: [Allocator; 8] = [
         Allocator::Glibc,
         Allocator::Jemalloc,
         Allocator::JemallocTuned,
@@ -62,10 +65,16 @@ impl Allocator {
         Allocator::Memo,
         Allocator::MemoJemalloc,
         Allocator::Static,
+        Allocator::MemoLanes,
     ];
 
+    /// The allocators a run compares unless told otherwise: all but `memo-lanes` (an
+    /// opt-in setting of memo, compared on request: `--allocators memo,memo-lanes,...`),
+    /// which comes last in [`Allocator::ALL`].
+    pub const DEFAULT: &'static [Allocator] = Allocator::ALL.split_at(7).0;
+
     /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`, `memo-jemalloc`,
-    /// `static`).
+    /// `static`, `memo-lanes`).
     pub fn name(self) -> &'static str {
         match self {
             Allocator::Glibc => "glibc",
@@ -75,6 +84,7 @@ impl Allocator {
             Allocator::Memo => "memo",
             Allocator::MemoJemalloc => "memo-jemalloc",
             Allocator::Static => "static",
+            Allocator::MemoLanes => "memo-lanes",
         }
     }
 
@@ -85,7 +95,10 @@ impl Allocator {
 
     /// Whether this is a memomalloc variant (passes and op scopes are used).
     pub fn is_memo(self) -> bool {
-        matches!(self, Allocator::Memo | Allocator::MemoJemalloc)
+        matches!(
+            self,
+            Allocator::Memo | Allocator::MemoJemalloc | Allocator::MemoLanes
+        )
     }
 
     /// Whether jemalloc serves (some of) the allocations.
@@ -112,6 +125,7 @@ pub fn selected() -> Allocator {
         4 => Allocator::Memo,
         5 => Allocator::MemoJemalloc,
         6 => Allocator::Static,
+        7 => Allocator::MemoLanes,
         _ => Allocator::Glibc,
     }
 }
@@ -161,7 +175,7 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.alloc(layout),
                 3 => MiMalloc.alloc(layout),
-                4 => {
+                4 | 7 => {
                     pass_count::on_alloc();
                     MEMO_SYSTEM.alloc(layout)
                 }
@@ -182,7 +196,7 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.alloc_zeroed(layout),
                 3 => MiMalloc.alloc_zeroed(layout),
-                4 => {
+                4 | 7 => {
                     pass_count::on_alloc();
                     MEMO_SYSTEM.alloc_zeroed(layout)
                 }
@@ -203,7 +217,7 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.dealloc(ptr, layout),
                 3 => MiMalloc.dealloc(ptr, layout),
-                4 => MEMO_SYSTEM.dealloc(ptr, layout),
+                4 | 7 => MEMO_SYSTEM.dealloc(ptr, layout),
                 5 => MEMO_JEMALLOC.dealloc(ptr, layout),
                 6 => arena::dealloc(ptr, layout),
                 _ => System.dealloc(ptr, layout),
@@ -218,7 +232,7 @@ unsafe impl GlobalAlloc for Dispatch {
             match which() {
                 1 | 2 => Jemalloc.realloc(ptr, layout, new_size),
                 3 => MiMalloc.realloc(ptr, layout, new_size),
-                4 => MEMO_SYSTEM.realloc(ptr, layout, new_size),
+                4 | 7 => MEMO_SYSTEM.realloc(ptr, layout, new_size),
                 5 => MEMO_JEMALLOC.realloc(ptr, layout, new_size),
                 6 => arena::realloc(ptr, layout, new_size),
                 _ => System.realloc(ptr, layout, new_size),
@@ -237,4 +251,20 @@ pub fn jemalloc_oversize_threshold() -> Option<u64> {
     unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"opt.oversize_threshold\0") }
         .ok()
         .map(|v| v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memo_lanes_is_compared_only_when_asked_for() {
+        assert_eq!(Allocator::parse("memo-lanes"), Some(Allocator::MemoLanes));
+        assert!(!Allocator::DEFAULT.contains(&Allocator::MemoLanes));
+        assert_eq!(Allocator::DEFAULT.len() + 1, Allocator::ALL.len());
+        assert!(Allocator::MemoLanes.is_memo());
+        let env = crate::harness::memo_lanes(Allocator::MemoLanes);
+        assert_eq!(env.map(|(k, _)| k), Some("MEMO_LANES"));
+        assert_eq!(crate::harness::memo_lanes(Allocator::Memo), None);
+    }
 }

@@ -37,7 +37,8 @@ pub struct Args {
     /// built-in workload (cross product).
     #[arg(long, global = true, value_delimiter = ',')]
     size: Vec<usize>,
-    /// Allocators, comma-separated (glibc, jemalloc, jemalloc-tuned, mimalloc, memo, memo-jemalloc).
+    /// Allocators, comma-separated (glibc, jemalloc, jemalloc-tuned, mimalloc, memo,
+    /// memo-jemalloc, static, memo-lanes; default: all but memo-lanes).
     #[arg(long, value_delimiter = ',')]
     allocators: Vec<String>,
     /// Thread counts, comma-separated (default 1,2,4,8).
@@ -188,7 +189,7 @@ fn workloads(args: &Args) -> Result<Vec<String>, String> {
 
 fn schedule(args: &Args) -> Result<Schedule, String> {
     let allocators = if args.allocators.is_empty() {
-        Allocator::ALL.to_vec()
+        Allocator::DEFAULT.to_vec()
     } else {
         args.allocators
             .iter()

@@ -21,6 +21,15 @@ pub fn jemalloc_conf(allocator: Allocator) -> Option<(&'static str, &'static str
     (allocator == Allocator::JemallocTuned).then_some(("_RJEM_MALLOC_CONF", JEMALLOC_TUNED_CONF))
 }
 
+/// Environment a child of `allocator` needs for memo's settings: `MEMO_LANES` for
+/// `memo-lanes` (256 unless the caller set another bound), none for the others.
+pub fn memo_lanes(allocator: Allocator) -> Option<(&'static str, String)> {
+    (allocator == Allocator::MemoLanes).then(|| {
+        let set = std::env::var("MEMO_LANES").ok().filter(|v| v.trim() != "0");
+        ("MEMO_LANES", set.unwrap_or_else(|| "256".to_string()))
+    })
+}
+
 /// What one child runs.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CellSpec {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{jemalloc_conf, CellResult, CellSpec};
+use super::{jemalloc_conf, memo_lanes, CellResult, CellSpec};
 use crate::alloc::{Allocator, ALLOCATOR_ENV};
 
 /// One (workload, threads, compute) point: every allocator runs it.
@@ -116,6 +116,9 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some((k, v)) = jemalloc_conf(allocator) {
+        cmd.env(k, v);
+    }
+    if let Some((k, v)) = memo_lanes(allocator) {
         cmd.env(k, v);
     }
     if let Some(d) = trace_dir {

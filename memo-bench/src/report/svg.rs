@@ -7,13 +7,14 @@ use memo_planner::text::xml_escape;
 
 use super::Cell;
 
-const COLORS: [(&str, &str); 6] = [
+const COLORS: [(&str, &str); 7] = [
     ("glibc", "#d62728"),
     ("jemalloc", "#1f77b4"),
     ("jemalloc-tuned", "#17becf"),
     ("mimalloc", "#2ca02c"),
     ("memo", "#000000"),
     ("memo-jemalloc", "#9467bd"),
+    ("memo-lanes", "#ff7f0e"),
 ];
 
 /// The colour of an allocator in every plot.
