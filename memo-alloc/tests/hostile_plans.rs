@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use common::{is_child, max_rss_bytes, run_child, scratch};
-use memo_alloc::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use memo_alloc::trace::{PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 use memo_alloc::{MemoAlloc, PlanRejection};
 
 #[global_allocator]
@@ -105,6 +105,29 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         .map(|i| slot(0, i, top - 16 * i as u64, 16 * i as u64))
         .collect();
     write(&dir, "hostile-overlap.1.plan.json", &p);
+    // Lanes: a bound that is no size class, a class of 2^25 cells (a 4 MB bitmap from a
+    // few bytes of document), and cells past the largest slab.
+    let mut p = plan("hostile-lanes-max");
+    p.lanes = PlanLanes {
+        max: 48,
+        cells: vec![1, 1],
+        requests: 2,
+    };
+    write(&dir, "hostile-lanes-max.1.plan.json", &p);
+    let mut p = plan("hostile-lanes-cells");
+    p.lanes = PlanLanes {
+        max: 64,
+        cells: vec![1 << 25],
+        requests: 2,
+    };
+    write(&dir, "hostile-lanes-cells.1.plan.json", &p);
+    let mut p = plan("hostile-lanes-height");
+    p.lanes = PlanLanes {
+        max: 4096,
+        cells: vec![0, 0, 0, 0, 0, 0, 0, 0, 1 << 24],
+        requests: 2,
+    };
+    write(&dir, "hostile-lanes-height.1.plan.json", &p);
     // Another program's valid plan.
     write(&dir, "elsewhere.3.plan.json", &plan("another-program"));
     let stderr = run_child("child_hostile", &[("MEMO_PLAN_DIR", dir.to_str().unwrap())]);
@@ -112,7 +135,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         .lines()
         .filter(|l| l.starts_with("memomalloc: rejected plan file"))
         .collect();
-    assert_eq!(rejections.len(), 6, "one line per bad file:\n{stderr}");
+    assert_eq!(rejections.len(), 9, "one line per bad file:\n{stderr}");
     for (file, reason) in [
         ("hostile-ordinal.1.plan.json", "ordinal"),
         ("hostile-occurrence.1.plan.json", "occurrence"),
@@ -120,6 +143,9 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         ("hostile-height.1.plan.json", "height"),
         ("hostile-version.1.plan.json", "version"),
         ("hostile-truncated.1.plan.json", "EOF"),
+        ("hostile-lanes-max.1.plan.json", "lanes.max 48"),
+        ("hostile-lanes-cells.1.plan.json", "lanes.cells[0]"),
+        ("hostile-lanes-height.1.plan.json", "lanes of"),
     ] {
         assert!(
             rejections
@@ -147,7 +173,7 @@ fn child_hostile() {
     assert_eq!(s.plan_files_loaded, 2, "{s:?}");
     assert_eq!(
         s.plan_files_rejected[PlanRejection::Invalid as usize],
-        4,
+        7,
         "{s:?}"
     );
     assert_eq!(
