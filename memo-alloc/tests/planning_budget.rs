@@ -33,12 +33,17 @@ unsafe impl GlobalAlloc for Peak {
 #[global_allocator]
 static A: Peak = Peak;
 
-/// The counters are the process's: the tests measure one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The counters are the process's: every test of this binary runs alone, whole (a test
+/// allocating beside another's measurement counted its bytes in the other's peak: 55 MB
+/// in one CI run, when the by-size test planned during the encoder's measurement).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
-/// Bytes at the peak of `f`, above what was live when it started.
+/// Bytes at the peak of `f`, above what was live when it started. The caller holds
+/// [`one_at_a_time`].
 fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let out = f();
@@ -73,6 +78,7 @@ fn encoder_like(n: usize) -> Problem {
 
 #[test]
 fn planning_a_large_pass_needs_memory_linear_in_it() {
+    let _one = one_at_a_time();
     let p = encoder_like(2500);
     let (plan, peak) = peak_of(|| memo_alloc::testing::plan_offsets(OffsetStrategy::Best, &p));
     let h = validate_offsets(&p, &plan).expect("a valid plan");
@@ -109,6 +115,7 @@ fn layered(layers: u64) -> Problem {
 
 #[test]
 fn a_pass_the_sweep_plans_at_the_bound_skips_the_portfolio() {
+    let _one = one_at_a_time();
     let p = layered(400);
     let lb = offsets_lower_bound(&p);
     let sweep = OffsetStrategy::GreedyInOrder.plan(&p).height(&p);
@@ -147,6 +154,7 @@ fn fragmenting(steps: u64) -> Problem {
 /// memo-bench and candle, while the key's passes run on the backend).
 #[test]
 fn a_pass_best_fit_by_size_plans_at_the_bound_skips_the_portfolio() {
+    let _one = one_at_a_time();
     let p = fragmenting(800);
     let lb = offsets_lower_bound(&p);
     let sweep = OffsetStrategy::GreedyInOrder.plan(&p).height(&p);
