@@ -176,19 +176,10 @@ impl LaneLayout {
     pub(crate) fn cell_size_at(&self, offset: u64) -> u64 {
         self.cell_at(offset).map_or(0, |(k, _)| cell_size(k))
     }
-
-    /// The bits of bitmap word `w` that stand for no cell (past a class's last): set for
-    /// good, so a hand-out never takes them.
-    fn padding(&self, w: usize) -> u64 {
-        self.classes
-            .iter()
-            .filter(|c| c.cells > 0 && c.cells as usize % BITS != 0)
-            .find(|c| c.word as usize + c.words() - 1 == w)
-            .map_or(0, |c| !0u64 << (c.cells as usize % BITS))
-    }
 }
 
-/// An instance's lane bitmap: one bit per cell, set while the cell is live.
+/// An instance's lane bitmap: one bit per cell, set while the cell is live. The bits
+/// past a class's last cell stay clear: a hand-out stops at its class's cell count.
 pub(crate) struct LaneCells {
     words: Box<[AtomicU64]>,
     /// Per class, the word (within the class) where the last hand-out found a clear bit.
@@ -198,9 +189,7 @@ pub(crate) struct LaneCells {
 impl LaneCells {
     /// The bitmap of a new instance, every cell free; `None` when memory ran out.
     pub(crate) fn new(layout: &LaneLayout) -> Option<LaneCells> {
-        let words = crate::fallible::try_boxed_slice(layout.words(), |w| {
-            AtomicU64::new(layout.padding(w))
-        })?;
+        let words = crate::fallible::try_boxed_slice(layout.words(), |_| AtomicU64::new(0))?;
         Some(LaneCells {
             words,
             hints: std::array::from_fn(|_| AtomicU32::new(0)),
@@ -219,16 +208,20 @@ impl LaneCells {
         for w in (from..n).chain(0..from) {
             let word = &words[w];
             let mut seen = word.load(Ordering::Relaxed);
-            while seen != !0 {
+            loop {
+                // The lowest clear bit (64: none); past the class's cells, every cell of
+                // the word is live.
                 let bit = (!seen).trailing_zeros() as usize;
+                let cell = w * BITS + bit;
+                if bit == BITS || cell >= c.cells as usize {
+                    break;
+                }
                 // Acquire: the free that cleared the bit (Release) happens-before the
                 // cell's reuse.
                 let before = word.fetch_or(1 << bit, Ordering::Acquire);
                 if before & (1 << bit) == 0 {
                     hint.store(w as u32, Ordering::Relaxed);
-                    let cell = (w * BITS + bit) as u64;
-                    debug_assert!(cell < c.cells as u64, "padding bits stay set");
-                    return Some(c.offset + (cell << (MIN_CELL_LOG2 as usize + class)));
+                    return Some(c.offset + ((cell as u64) << (MIN_CELL_LOG2 as usize + class)));
                 }
                 seen = before; // another context took it first
             }
@@ -259,22 +252,18 @@ impl LaneCells {
 
     /// Live cells (a snapshot).
     #[cfg(all(test, not(loom)))]
-    pub(crate) fn live(&self, layout: &LaneLayout) -> u64 {
+    pub(crate) fn live(&self) -> u64 {
         self.words
             .iter()
-            .enumerate()
-            .map(|(w, word)| {
-                (word.load(Ordering::Acquire) & !layout.padding(w)).count_ones() as u64
-            })
+            .map(|word| word.load(Ordering::Acquire).count_ones() as u64)
             .sum()
     }
 
     /// Whether any cell is live (a snapshot).
-    pub(crate) fn any_live(&self, layout: &LaneLayout) -> bool {
+    pub(crate) fn any_live(&self) -> bool {
         self.words
             .iter()
-            .enumerate()
-            .any(|(w, word)| word.load(Ordering::Acquire) != layout.padding(w))
+            .any(|word| word.load(Ordering::Acquire) != 0)
     }
 }
 
@@ -326,7 +315,7 @@ mod tests {
         assert!(!l.holds(4096));
         let cells = LaneCells::new(&l).unwrap();
         assert_eq!(cells.alloc(&l, 0), None);
-        assert!(!cells.any_live(&l));
+        assert!(!cells.any_live());
     }
 
     #[test]
@@ -335,7 +324,7 @@ mod tests {
         let cells = LaneCells::new(&l).unwrap();
         let mut got: Vec<u64> = (0..70).map(|_| cells.alloc(&l, 0).unwrap()).collect();
         assert_eq!(cells.alloc(&l, 0), None, "70 cells, 70 live");
-        assert_eq!(cells.live(&l), 70);
+        assert_eq!(cells.live(), 70);
         got.sort();
         got.dedup();
         assert_eq!(got.len(), 70);
@@ -348,7 +337,7 @@ mod tests {
         for &o in &got {
             cells.free(&l, o);
         }
-        assert_eq!(cells.live(&l), 1);
-        assert!(cells.any_live(&l));
+        assert_eq!(cells.live(), 1);
+        assert!(cells.any_live());
     }
 }

@@ -43,22 +43,23 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
     if max == 0 {
         return PlanLanes::default();
     }
-    let (context_of, contexts) = contexts_of(&profile.scopes);
-    let context = |r: &Record| context_of.get(r.scope as usize).copied().unwrap_or(0);
+    let (context_of, _) = contexts_of(&profile.scopes);
     let classes = lanes::classes_below(max);
+    // The recorded lane requests, by context and class (one pass over the records).
+    let mut groups: Vec<((u32, usize), &Record)> = (0u32..)
+        .zip(&profile.records)
+        .filter_map(|(root, r)| {
+            let context = context_of.get(r.scope as usize).copied().unwrap_or(0);
+            Some(((context, lane_of(lane, root)?), r))
+        })
+        .collect();
+    groups.sort_unstable_by_key(|&(group, _)| group);
     let mut cells: Vec<u64> = (0..classes)
         .map(|k| profile.lane_cells.get(k).copied().unwrap_or(0) as u64)
         .collect();
-    for c in 0..contexts {
-        for (k, n) in cells.iter_mut().enumerate() {
-            let members = || {
-                (0u32..)
-                    .zip(&profile.records)
-                    .filter(move |&(root, r)| lane_of(lane, root) == Some(k) && context(r) == c)
-                    .map(|(_, r)| r)
-            };
-            *n += most_live(members());
-        }
+    for group in groups.chunk_by(|a, b| a.0 == b.0) {
+        let k = group[0].0 .1;
+        cells[k] += most_live(group.iter().map(|&(_, r)| r));
     }
     let cells = cells
         .iter()

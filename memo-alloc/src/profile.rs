@@ -330,7 +330,7 @@ fn is_internal(name: &str, first: bool) -> bool {
 
 /// Adds `more` to `cells`, class by class (a helper entered twice is counted twice: a
 /// cell too many is memory, a cell too few a miss).
-pub(crate) fn add_cells(cells: &mut Vec<u32>, more: &[u32]) -> Result<(), TryReserveError> {
+fn add_cells(cells: &mut Vec<u32>, more: &[u32]) -> Result<(), TryReserveError> {
     if cells.len() < more.len() {
         cells.try_reserve(more.len() - cells.len())?;
         cells.resize(more.len(), 0);

@@ -177,8 +177,7 @@ impl Instance {
 
     /// Whether any lane cell of the instance is live (a snapshot).
     pub(crate) fn lanes_live(&self) -> bool {
-        // SAFETY: an instance's plan outlives it.
-        self.lanes.any_live(unsafe { &(*self.plan).lanes })
+        self.lanes.any_live()
     }
 
     /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
@@ -462,7 +461,7 @@ impl Slabs {
             .iter()
             .filter_map(|&s| self.plan.slots.get(s as usize))
             .map(|s| (s.offset, s.offset + s.size))
-            .chain(i.lanes.any_live(lanes).then_some((lanes.start, lanes.end)))
+            .chain(i.lanes_live().then_some((lanes.start, lanes.end)))
             .collect();
         ranges.sort_unstable();
         let mut returned = 0;

@@ -149,8 +149,9 @@ fn lane_cells_read_zero_when_asked_and_grow_through_the_backend() {
         // Dirty a cell, free it, and ask for zeroed memory of the same class.
         let dirty = talloc(&A, 200, 8, false, 1);
         let mut sum = tfree(&A, dirty);
-        let zero = talloc(&A, 200, 8, true, 2); // the shadow checker asserts zeros
-                                                // Grows within its 256-byte cell in place, then past it.
+        // The shadow checker asserts zeros.
+        let zero = talloc(&A, 200, 8, true, 2);
+        // Grows within its 256-byte cell in place, then past it.
         let (b, d1) = shadow_support::realloc(&A, zero, 250);
         let (b, d2) = shadow_support::realloc(&A, b, 1000);
         sum = sum.wrapping_add(d1).wrapping_add(d2);

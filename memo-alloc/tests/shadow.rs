@@ -1627,10 +1627,14 @@ enum FlatEdit {
     Resize(u16, bool),
 }
 
+/// The sizes of flat programs' allocations.
+fn flat_size() -> impl Strategy<Value = usize> + Clone {
+    prop::sample::select(vec![16usize, 24, 48, 64, 200, 256, 1000, 4096, 9000])
+}
+
 fn flat_edit() -> impl Strategy<Value = FlatEdit> {
-    let size = prop::sample::select(vec![16usize, 24, 48, 64, 200, 256, 1000, 4096, 9000]);
     prop_oneof![
-        (any::<u16>(), size, 1usize..5).prop_map(|(i, s, l)| FlatEdit::Insert(i, s, l)),
+        (any::<u16>(), flat_size(), 1usize..5).prop_map(|(i, s, l)| FlatEdit::Insert(i, s, l)),
         any::<u16>().prop_map(FlatEdit::Delete),
         (any::<u16>(), any::<bool>()).prop_map(|(i, up)| FlatEdit::Resize(i, up)),
     ]
@@ -1649,6 +1653,32 @@ fn flat_apply(program: &mut Flat, e: &FlatEdit) {
         }
         _ => {}
     }
+}
+
+/// Plans `program` under a key of `prefix`'s pool, then replays it with `edits`; the
+/// key's reports around the replay, or `None` when the replay did not use that plan (a
+/// concurrent test's publication may evict it just before).
+fn replay_edited(
+    prefix: &str,
+    keys: &AtomicUsize,
+    program: &Flat,
+    edits: &[FlatEdit],
+) -> Option<(PassReport, PassReport)> {
+    let key = pool_key(prefix, 1024, keys);
+    // Until the key holds a plan of this program (a key used once may have to out-use
+    // the plans of the concurrent tests to be admitted to the cache).
+    for _ in 0..64 {
+        flat_run(key, program);
+        if memo_alloc::report(key).is_some_and(|r| r.state == "planned") {
+            break;
+        }
+    }
+    let mut edited = program.clone();
+    for e in edits {
+        flat_apply(&mut edited, e);
+    }
+    let d = delta(key, || flat_run(key, &edited));
+    (replayed(&d) && d.0.state == "planned").then_some(d)
 }
 
 /// Runs `program` in a pass of `key` (every block tracked and verified).
@@ -1680,31 +1710,15 @@ proptest! {
     /// gets at least n - 3k slab hits, and the shadow tracker finds no overlap.
     #[test]
     fn replay_resynchronises_after_each_divergence(
-        program in vec(
-            (prop::sample::select(vec![16usize, 24, 48, 64, 200, 256, 1000, 4096, 9000]), 1usize..5),
-            1..250,
-        ),
+        program in vec((flat_size(), 1usize..5), 1..250),
         edits in vec(flat_edit(), 0..10),
     ) {
         init();
         let _shared = CHURN.read().unwrap_or_else(|e| e.into_inner());
         static KEYS: AtomicUsize = AtomicUsize::new(0);
-        let key = pool_key("flat", 1024, &KEYS);
-        // Until the key holds a plan of this program (a key used once may have to out-use
-        // the plans of the concurrent tests to be admitted to the cache).
-        for _ in 0..64 {
-            flat_run(key, &program);
-            if memo_alloc::report(key).is_some_and(|r| r.state == "planned") {
-                break;
-            }
-        }
-        let mut edited = program.clone();
-        for e in &edits {
-            flat_apply(&mut edited, e);
-        }
-        let d = delta(key, || flat_run(key, &edited));
-        // A concurrent test's publication may evict the plan just before the replay.
-        prop_assume!(replayed(&d) && d.0.state == "planned");
+        let d = replay_edited("flat", &KEYS, &program, &edits);
+        prop_assume!(d.is_some());
+        let d = d.unwrap();
         let k = edits.len() as u64;
         prop_assert!(
             hits(&d) + 3 * k >= program.len() as u64,
@@ -1728,46 +1742,36 @@ fn resync_study() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let size = prop::sample::select(vec![16usize, 24, 48, 64, 200, 256, 1000, 4096, 9000]);
-    let strategy = (vec((size, 1usize..5), 1..250), vec(flat_edit(), 1..10));
+    let strategy = (
+        vec((flat_size(), 1usize..5), 1..250),
+        vec(flat_edit(), 1..10),
+    );
     let mut runner = TestRunner::new(PtConfig::default());
     static KEYS: AtomicUsize = AtomicUsize::new(0);
-    // (misses beyond the edits, per edit) of each replayed case.
-    let mut excess: Vec<f64> = Vec::new();
+    // Misses per edit of each replayed case.
+    let mut per_edit: Vec<f64> = Vec::new();
     let mut over_3k = 0;
     for _ in 0..cases {
         let (program, edits) = strategy.new_tree(&mut runner).unwrap().current();
-        let key = pool_key("study", 1024, &KEYS);
-        for _ in 0..64 {
-            flat_run(key, &program);
-            if memo_alloc::report(key).is_some_and(|r| r.state == "planned") {
-                break;
-            }
-        }
-        let mut edited = program.clone();
-        for e in &edits {
-            flat_apply(&mut edited, e);
-        }
-        let d = delta(key, || flat_run(key, &edited));
-        if !(replayed(&d) && d.0.state == "planned") {
+        let Some(d) = replay_edited("study", &KEYS, &program, &edits) else {
             continue;
-        }
+        };
         let k = edits.len() as f64;
         let missed = program.len() as f64 - hits(&d) as f64;
         over_3k += (missed > 3.0 * k) as usize;
-        excess.push(missed.max(0.0) / k);
+        per_edit.push(missed.max(0.0) / k);
     }
-    excess.sort_by(f64::total_cmp);
-    let q = |p: f64| excess[((excess.len() - 1) as f64 * p) as usize];
+    per_edit.sort_by(f64::total_cmp);
+    let q = |p: f64| per_edit[((per_edit.len() - 1) as f64 * p) as usize];
     eprintln!(
         "resync study (lanes {}): {} cases; misses per edit p50 {:.2}, p90 {:.2}, p99 {:.2}, max {:.2}; {} cases ({:.2}%) above 3 per edit",
         lanes(),
-        excess.len(),
+        per_edit.len(),
         q(0.5),
         q(0.9),
         q(0.99),
         q(1.0),
         over_3k,
-        100.0 * over_3k as f64 / excess.len().max(1) as f64
+        100.0 * over_3k as f64 / per_edit.len().max(1) as f64
     );
 }
