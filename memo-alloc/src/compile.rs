@@ -48,6 +48,7 @@ pub(crate) const DEMOTED: u8 = 4;
 const OUTLIVED_WINDOW: u32 = 8;
 /// Most slots and scopes a plan may have.
 const MAX_SLOTS: usize = 1 << 24;
+const _: () = assert!(MAX_SLOTS < BACK as usize);
 const MAX_SCOPES: usize = 1 << 22;
 
 /// Why a plan document was not compiled.
@@ -71,12 +72,19 @@ pub(crate) struct Cursor {
     pub(crate) next: u32,
     /// One past the node's last slot.
     pub(crate) end: u32,
-    /// A slot ahead that the last unmatched request matched ([`NO_SLOT`]: none): if the
-    /// next request matches the slot after it, the cursor jumps there.
+    /// What the last request of the node left for the next one ([`NO_SLOT`]: nothing):
+    /// a candidate slot ahead that an unmatched request matched (if the next request
+    /// matches the slot after it, the cursor jumps there), or, tagged [`BACK`], the slot
+    /// the cursor stood at before it jumped past slots (if the next request does not
+    /// confirm the jump, the cursor may go back there).
     pub(crate) pending: u32,
 }
 
-/// Whether a pass replays a smaller shape than its plan's (see `replay.rs`, rule 4).
+/// The tag of a [`Cursor::pending`] that names the slot before a jump: slot indices are
+/// below 2^24 (`MAX_SLOTS`), so the tag leaves them intact and [`NO_SLOT`] apart.
+pub(crate) const BACK: u32 = 1 << 31;
+
+/// Whether a pass replays a smaller shape than its plan's (see `replay.rs`, rule 5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Shrink {
     /// Not seen.
@@ -89,12 +97,12 @@ pub(crate) enum Shrink {
     On,
 }
 
-/// Requests an anchored search matches in a row (see `replay.rs`, rule 6).
+/// Requests an anchored search matches in a row (see `replay.rs`, rule 7).
 pub(crate) const ANCHOR: usize = 4;
 
 /// The requests of a node a pass has missed lately (a *run*: at most [`RUN_GAP`] hits
 /// between two of them): when it has lost its place in the node's sequence, they anchor
-/// a search further ahead (see `replay.rs`, rule 6).
+/// a search further ahead (see `replay.rs`, rule 7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Lost {
     /// The node, and the pass's hits at the run's last miss.

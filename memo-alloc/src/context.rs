@@ -44,7 +44,7 @@ pub(crate) struct Context {
     pub(crate) undo: (u32, u32, u32),
     /// Whether this replay is of a smaller shape than its plan's (see `replay`).
     pub(crate) shrink: Shrink,
-    /// The requests missed in a row, for re-synchronising (`replay.rs`, rule 6).
+    /// The requests missed in a row, for re-synchronising (`replay.rs`, rule 7).
     pub(crate) lost: Lost,
     /// Identity: unique in the process, so a guard can tell its context from a later one.
     pub(crate) serial: u64,

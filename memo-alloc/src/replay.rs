@@ -8,21 +8,28 @@
 //! slot's seen range (`min_size..=size`, widened as profiles merge). With the node's
 //! cursor at slot `next`:
 //! 1. `next` matches: take it (the hit path; everything else is cold);
-//! 2. `next + 1` matches: `next` is missing (or this request replaced it): take `next + 1`;
-//! 3. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
+//! 2. the last request of the node jumped (rules 3 and 4 below: it took a slot past the
+//!    cursor, which passed the slots between) and this one does not follow the jump, but
+//!    matches one of the first two slots passed: the jump was wrong (the last request
+//!    was inserted before a slot of its size, or two requests of common sizes matched a
+//!    place ahead by chance): go back and take it. Left alone, a wrong jump cascades:
+//!    every displaced request jumps again, and the cursor runs ahead of the program,
+//!    whose requests then miss until they catch up with it;
+//! 3. `next + 1` matches: `next` is missing (or this request replaced it): take `next + 1`;
+//! 4. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
 //!    the two agree that the slots before `c` are missing: jump and take `c + 1`;
-//! 4. the pass is *shrinking* and the request fits `next`, at least an eighth of its
+//! 5. the pass is *shrinking* and the request fits `next`, at least an eighth of its
 //!    smallest seen size (a smaller shape of the bucket): take `next`. A pass starts
 //!    shrinking when
 //!    a request fitting at half size or more only (a *probe*, served by the backend) is
 //!    followed, with no hit in between, by another that fits so (in any node; in the
 //!    probe's node, the slot after the probe's): isolated insertions between hits never
 //!    confirm each other;
-//! 5. otherwise look for a matching slot in the next [`WINDOW`] slots, past the
+//! 6. otherwise look for a matching slot in the next [`WINDOW`] slots, past the
 //!    candidate the request before named, if any (in a run of equal sizes, candidates
-//!    walk the run until one is confirmed): it becomes the candidate of rule 3; the
+//!    walk the run until one is confirmed): it becomes the candidate of rule 4; the
 //!    request is served by the backend and the cursor stays;
-//! 6. a pass that missed [`ANCHOR`] requests of a node in a row (no hit in between) has
+//! 7. a pass that missed [`ANCHOR`] requests of a node in a row (no hit in between) has
 //!    lost its place, as after a run of more than [`WINDOW`] missing slots (a process's
 //!    first pass, planned, made one-time allocations later passes do not): it looks for
 //!    the first place in the next [`LONG_WINDOW`] slots where [`ANCHOR`] slots in a row
@@ -37,7 +44,11 @@
 //!    another size without a search.
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
-//! with that reason, the slot used up. A request matching nothing moves nothing.
+//! with that reason, the slot used up. A request matching nothing moves nothing. Going
+//! back (rule 2) walks the slots a wrong jump passed, up to the one the jump took: taken
+//! again in the pass, its overlap check fails while the jump's request lives, and it is
+//! a hit once that request was freed (the check, not the matching, keeps live
+//! allocations apart).
 //!
 //! A request small enough for the plan's lanes takes a free cell of its size class
 //! instead (see `lanes.rs`): it is matched to nothing and moves no cursor, and its hits
@@ -46,7 +57,7 @@
 use std::alloc::Layout;
 
 use crate::compile::{
-    CompiledPlan, Cursor, Lost, Shrink, Slot, AGREE, ANCHOR, NO_SLOT, PLANNED, RUN_GAP,
+    CompiledPlan, Cursor, Lost, Shrink, Slot, AGREE, ANCHOR, BACK, NO_SLOT, PLANNED, RUN_GAP,
 };
 use crate::context::Context;
 use crate::lanes;
@@ -57,11 +68,11 @@ use crate::sync::{AtomicU32, Ordering};
 /// How far ahead an unmatched request looks for its slot.
 pub(crate) const WINDOW: u32 = 16;
 
-/// How far ahead an anchored search (rule 6) looks.
+/// How far ahead an anchored search (rule 7) looks.
 pub(crate) const LONG_WINDOW: u32 = 4096;
 
 /// A request at most this many times smaller than a slot's smallest seen size is a
-/// probe of a smaller shape (rule 4).
+/// probe of a smaller shape (rule 5).
 const SHRINK: u64 = 2;
 
 /// In a pass confirmed to be of a smaller shape, a request at most this many times
@@ -99,15 +110,37 @@ fn take(
         c.pending = NO_SLOT;
         Ok(i)
     };
+    // A hit past the cursor leaves the slot the cursor stood at to the next request.
+    let jump = |c: &mut Cursor, i: u32| {
+        debug_assert!(i > next);
+        c.next = i + 1;
+        c.pending = BACK | next;
+        Ok(i)
+    };
+    let (pending, back) = match cursor.pending {
+        NO_SLOT => (NO_SLOT, NO_SLOT),
+        p if p & BACK != 0 => (NO_SLOT, p & !BACK),
+        p => (p, NO_SLOT),
+    };
     if slot(next).is_some_and(|s| matches(s, size)) {
         return hit(cursor, next);
     }
-    if slot(next + 1).is_some_and(|s| matches(s, size)) {
-        return hit(cursor, next + 1);
+    if back != NO_SLOT {
+        // The slots passed are untaken; the last request took the one before `next`.
+        debug_assert!(back < next);
+        let passed = back..back.saturating_add(2).min(next.saturating_sub(1));
+        if let Some(i) = passed
+            .into_iter()
+            .find(|&i| slot(i).is_some_and(|s| matches(s, size)))
+        {
+            return hit(cursor, i);
+        }
     }
-    let pending = cursor.pending;
+    if slot(next + 1).is_some_and(|s| matches(s, size)) {
+        return jump(cursor, next + 1);
+    }
     if pending != NO_SLOT && slot(pending + 1).is_some_and(|s| matches(s, size)) {
-        return hit(cursor, pending + 1);
+        return jump(cursor, pending + 1);
     }
     match *shrink {
         Shrink::On if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) => {
@@ -156,7 +189,7 @@ fn take(
     })
 }
 
-/// Rule 6: notes an unmatched request of `node` in `lost` and, when the run of misses
+/// Rule 7: notes an unmatched request of `node` in `lost` and, when the run of misses
 /// reaches its next search, returns the slot of the first place in the next
 /// [`LONG_WINDOW`] slots where this request and the run's last misses match, each at its
 /// distance in requests from this one.
@@ -722,6 +755,17 @@ mod tests {
             .collect()
     }
 
+    /// What `run` took, a slot taken again counted as a miss: a going back (see
+    /// [`BACK`]) walks slots a wrong jump passed, and may reach the one the jump's
+    /// confirming request took. In a pass that is a claim of a slot taken before, which
+    /// fails if it is still live: counting it as a miss is the worst case.
+    fn once(took: Vec<Option<u32>>) -> Vec<Option<u32>> {
+        let mut seen = std::collections::HashSet::new();
+        took.into_iter()
+            .map(|t| t.filter(|&i| seen.insert(i)))
+            .collect()
+    }
+
     fn at0() -> At {
         At {
             node: 0,
@@ -763,6 +807,46 @@ mod tests {
         // Past the end: nothing.
         let all = run(&p, &[100, 200, 300, 400, 500, 600, 600]);
         assert_eq!(all.last(), Some(&None));
+    }
+
+    /// A request inserted before a slot of its size takes it; the displaced request then
+    /// goes back to the slot its predecessor passed, and the rest follow in step. Before
+    /// rule 2, each displaced request jumped again and the cursor ran ahead (from the
+    /// fourth request on, every one missed).
+    #[test]
+    fn an_insertion_before_a_slot_of_its_size_costs_one_slot() {
+        let p = plan(&[16, 4096, 256, 16, 4096, 1000, 4096, 16, 256, 1000]);
+        let took = run(
+            &p,
+            &[16, 256, 4096, 256, 16, 4096, 1000, 4096, 16, 256, 1000],
+        );
+        let in_step = (0..10).map(Some);
+        let expected: Vec<_> = [Some(0), Some(2), Some(1)]
+            .into_iter()
+            .chain(in_step.skip(2))
+            .collect();
+        assert_eq!(took, expected, "slot 2 taken again: its claim decides");
+    }
+
+    /// Two inserted requests matching a place ahead by chance make a wrong jump; the
+    /// request after it does not follow and goes back. Before rule 2, every later request
+    /// missed: the cursor stood ahead of them all.
+    #[test]
+    fn a_wrong_jump_goes_back() {
+        let p = plan(&[100, 200, 300, 400, 500, 600, 700, 800, 900]);
+        let took = run(&p, &[500, 600, 100, 200, 300, 400, 500, 600, 700]);
+        let expected = [
+            None,
+            Some(5),
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(4),
+            Some(5),
+            Some(6),
+        ];
+        assert_eq!(took, expected);
     }
 
     /// In a run of equal sizes, a candidate the next request does not confirm (its next
@@ -1040,9 +1124,10 @@ mod tests {
     }
 
     proptest! {
-        // A fixed seed: an online alignment can be unlucky (about one random case in five
-        // thousand exceeds 3k here), so the same 1,000 cases run every time; any
-        // regression of the matcher shows in them.
+        // A fixed seed: an online alignment can be unlucky (of 100,000 random cases, 1
+        // edited sequence exceeds 3k and 14 long-run cases their bound: `matcher_study`),
+        // so the same 1,000 cases run every time; any regression of the matcher shows in
+        // them.
         #![proptest_config(ProptestConfig {
             cases: 1000,
             rng_seed: proptest::test_runner::RngSeed::Fixed(0x6d65_6d6f),
@@ -1058,30 +1143,14 @@ mod tests {
             sizes in prop::collection::vec((1u64..=64).prop_map(|k| 16 * k), 200..1500),
             runs in prop::collection::vec((any::<usize>(), 17usize..200), 1..4),
         ) {
-            let p = plan(&sizes);
-            let mut keep = vec![true; sizes.len()];
-            for &(at, len) in &runs {
-                let at = at % sizes.len();
-                keep[at..(at + len).min(sizes.len())].fill(false);
-            }
-            let requests: Vec<(u32, u64)> = (0..sizes.len() as u32)
-                .filter(|&i| keep[i as usize])
-                .map(|i| (i, sizes[i as usize]))
-                .collect();
-            let took = run(&p, &requests.iter().map(|r| r.1).collect::<Vec<_>>());
-            let hits = took.iter().flatten().count();
-            // Per run, two agreeing anchors' misses, and as many again for a false anchor.
-            let bound = 4 * ANCHOR * runs.len();
-            prop_assert!(
-                hits + bound >= requests.len(),
-                "{} of {} hit after {} runs", hits, requests.len(), runs.len()
-            );
+            let (hits, n, bound) = long_runs_case(&sizes, &runs);
+            prop_assert!(hits + bound >= n, "{} of {} hit after {} runs", hits, n, runs.len());
         }
 
         /// A sequence of n requests with k random insertions, deletions and resizes: at
         /// least n - 3k requests take a slot of their own planned size (their own, or,
-        /// inside a run of equal sizes, a neighbour: all the same to the matcher), and no
-        /// slot is taken twice.
+        /// inside a run of equal sizes, a neighbour: all the same to the matcher), a slot
+        /// taken again counting as a miss (see [`once`]).
         #[test]
         fn each_divergence_costs_a_bounded_number_of_matches(
             // Sizes from a small alphabet: many repeats, as in real passes.
@@ -1091,44 +1160,109 @@ mod tests {
             ),
             edits in prop::collection::vec(edits(), 0..12),
         ) {
-            let p = plan(&sizes);
-            // The requests: their size, and their planned size (none: inserted or grown).
-            let mut requests: Vec<(u64, Option<u64>)> =
-                sizes.iter().map(|&s| (s, Some(s))).collect();
-            for e in &edits {
-                let n = requests.len();
-                match *e {
-                    Edit::Insert(i, s) => requests.insert(i % (n + 1), (s, None)),
-                    Edit::Delete(i) if n > 0 => {
-                        requests.remove(i % n);
-                    }
-                    Edit::Resize(i, up) if n > 0 => {
-                        let r = &mut requests[i % n];
-                        if up {
-                            *r = (r.0 * 2 + 1, None); // cannot be served from its slot
-                        } else {
-                            r.0 = (r.0 / 3).max(1);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let took = run(&p, &requests.iter().map(|r| r.0).collect::<Vec<_>>());
-            let mut seen = std::collections::HashSet::new();
-            for t in took.iter().flatten() {
-                prop_assert!(seen.insert(*t), "slot {} taken twice", t);
-            }
-            let right = requests
-                .iter()
-                .zip(&took)
-                .filter(|(r, t)| matches!((r.1, t), (Some(size), Some(i)) if p.slots[*i as usize].size == size))
-                .count();
-            let k = edits.len();
-            prop_assert!(
-                right + 3 * k >= sizes.len(),
-                "{} of {} matched after {} edits", right, sizes.len(), k
-            );
+            let (right, n, k) = divergence_case(&sizes, &edits);
+            prop_assert!(right + 3 * k >= n, "{} of {} matched after {} edits", right, n, k);
         }
+    }
+
+    /// [`long_missing_runs_cost_a_bounded_number_of_matches`]'s case: the requests that
+    /// hit, the requests, and the bound on misses.
+    fn long_runs_case(sizes: &[u64], runs: &[(usize, usize)]) -> (usize, usize, usize) {
+        let p = plan(sizes);
+        let mut keep = vec![true; sizes.len()];
+        for &(at, len) in runs {
+            let at = at % sizes.len();
+            keep[at..(at + len).min(sizes.len())].fill(false);
+        }
+        let requests: Vec<u64> = (0..sizes.len())
+            .filter(|&i| keep[i])
+            .map(|i| sizes[i])
+            .collect();
+        let hits = once(run(&p, &requests)).iter().flatten().count();
+        // Per run, two agreeing anchors' misses, and as many again for a false anchor.
+        (hits, requests.len(), 4 * ANCHOR * runs.len())
+    }
+
+    /// [`each_divergence_costs_a_bounded_number_of_matches`]'s case: the requests that
+    /// took a slot of their planned size, the slots, and the edits.
+    fn divergence_case(sizes: &[u64], edits: &[Edit]) -> (usize, usize, usize) {
+        let p = plan(sizes);
+        // The requests: their size, and their planned size (none: inserted or grown).
+        let mut requests: Vec<(u64, Option<u64>)> = sizes.iter().map(|&s| (s, Some(s))).collect();
+        for e in edits {
+            let n = requests.len();
+            match *e {
+                Edit::Insert(i, s) => requests.insert(i % (n + 1), (s, None)),
+                Edit::Delete(i) if n > 0 => {
+                    requests.remove(i % n);
+                }
+                Edit::Resize(i, up) if n > 0 => {
+                    let r = &mut requests[i % n];
+                    if up {
+                        *r = (r.0 * 2 + 1, None); // cannot be served from its slot
+                    } else {
+                        r.0 = (r.0 / 3).max(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let took = once(run(&p, &requests.iter().map(|r| r.0).collect::<Vec<_>>()));
+        let right = requests
+            .iter()
+            .zip(&took)
+            .filter(|(r, t)| {
+                matches!((r.1, t), (Some(size), Some(i)) if p.slots[*i as usize].size == size)
+            })
+            .count();
+        (right, sizes.len(), edits.len())
+    }
+
+    /// A study, run by hand: how often the two properties above fail over random cases
+    /// (they run on a fixed seed):
+    ///
+    /// ```text
+    /// MATCHER_CASES=20000 cargo test -p memo-alloc --release --lib matcher_study -- --ignored --nocapture
+    /// ```
+    #[test]
+    #[ignore = "a study: run by hand (see the doc comment)"]
+    fn matcher_study() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::TestRunner;
+        let cases: usize = std::env::var("MATCHER_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let mut runner = TestRunner::default();
+        let long = (
+            prop::collection::vec((1u64..=64).prop_map(|k| 16 * k), 200..1500),
+            prop::collection::vec((any::<usize>(), 17usize..200), 1..4),
+        );
+        let over_long = (0..cases)
+            .filter(|_| {
+                let (sizes, runs) = long.new_tree(&mut runner).unwrap().current();
+                let (hits, n, bound) = long_runs_case(&sizes, &runs);
+                hits + bound < n
+            })
+            .count();
+        let edited = (
+            prop::collection::vec(
+                prop::sample::select(vec![16u64, 24, 64, 256, 1024, 4096, 65536]),
+                1..300,
+            ),
+            prop::collection::vec(edits(), 0..12),
+        );
+        let (mut over, mut worst) = (0, 0.0f64);
+        for _ in 0..cases {
+            let (sizes, edits) = edited.new_tree(&mut runner).unwrap().current();
+            let (right, n, k) = divergence_case(&sizes, &edits);
+            over += (right + 3 * k < n) as usize;
+            worst = worst.max(n.saturating_sub(right) as f64 / k.max(1) as f64);
+        }
+        eprintln!(
+            "matcher study: {cases} cases each; long missing runs over the bound: {over_long}; \
+             edited sequences over 3 per edit: {over} (worst {worst:.1} per edit)"
+        );
     }
 
     /// A real engine's pass (see `a_repeating_sequence_finds_its_own_block`): how many
@@ -1159,12 +1293,7 @@ mod tests {
             .copied()
             .chain(requests.iter().map(size_of))
             .collect();
-        let took = run(&p, &all);
-        let mut seen = std::collections::HashSet::new();
-        assert!(
-            took.iter().flatten().all(|t| seen.insert(*t)),
-            "a slot taken twice"
-        );
+        let took = once(run(&p, &all));
         let right = took[head.len()..]
             .iter()
             .zip(&requests)
@@ -1177,7 +1306,7 @@ mod tests {
     /// again), then a block of requests that repeats (a model's layers), with one request
     /// that moves from pass to pass (a thread pool's queue block). Every block request of
     /// a later pass but a bounded number takes a slot of its own size (its own, or the same
-    /// request's of a neighbouring block), and no slot is taken twice.
+    /// request's of a neighbouring block), a slot taken again counting as a miss.
     ///
     /// Over 1,000 random passes (a fixed seed), as an online matcher can be unlucky:
     /// one-time slots can hold a stretch of a block's sizes, and a short block can make

@@ -1729,7 +1729,8 @@ proptest! {
 
 /// A study, run by hand: the misses per edit of the flat programs above over random seeds
 /// (the property holds on its fixed seed; this says how often and how far it does not),
-/// with lanes when `SHADOW_LANES` is set:
+/// with lanes when `SHADOW_LANES` is set, printing each case above 3 per edit when
+/// `RESYNC_SHOW` is:
 ///
 /// ```text
 /// RESYNC_CASES=5000 cargo test -p memo-alloc --release --test shadow resync_study -- --ignored --nocapture
@@ -1759,6 +1760,9 @@ fn resync_study() {
         let k = edits.len() as f64;
         let missed = program.len() as f64 - hits(&d) as f64;
         over_3k += (missed > 3.0 * k) as usize;
+        if missed > 3.0 * k && std::env::var_os("RESYNC_SHOW").is_some() {
+            eprintln!("CASE missed {missed} k {k}\n  program {program:?}\n  edits {edits:?}");
+        }
         per_edit.push(missed.max(0.0) / k);
     }
     per_edit.sort_by(f64::total_cmp);
