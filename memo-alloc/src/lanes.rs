@@ -229,6 +229,15 @@ impl LaneCells {
         None
     }
 
+    /// Takes a free cell of the smallest class above `class` that has one (every cell of
+    /// `class` is live): a pass of a smaller shape moves requests down a class or two, so
+    /// the classes above have cells to spare. Cells are aligned to their size, so a larger
+    /// one serves the request as well; a free finds its class by its offset.
+    #[cold]
+    pub(crate) fn alloc_above(&self, layout: &LaneLayout, class: usize) -> Option<u64> {
+        (class + 1..classes_below(layout.max)).find_map(|k| self.alloc(layout, k))
+    }
+
     /// Frees the live cell at slab offset `offset` (in the lane area), from any thread.
     /// The clearing `fetch_and` is the last access to the instance: once no cell or slot
     /// is live, another thread may free it.

@@ -143,8 +143,20 @@ fn take(
         return jump(cursor, pending + 1);
     }
     match *shrink {
-        Shrink::On if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) => {
-            return hit(cursor, next)
+        Shrink::On => {
+            // A slot whose request shrank to a lane's size is not in this pass's sequence:
+            // slots that small are passed over for the first one the request fits.
+            let fits = fits_by(SHRINK_CONFIRMED);
+            let may_be_in_lanes = |s: &Slot| s.min_size() <= at.lane_max * SHRINK_CONFIRMED;
+            let end = cursor.end.min(next.saturating_add(WINDOW));
+            for i in next..end {
+                match slot(i) {
+                    Some(s) if fits(s) && i == next => return hit(cursor, i),
+                    Some(s) if fits(s) => return jump(cursor, i),
+                    Some(s) if may_be_in_lanes(s) => continue,
+                    _ => break,
+                }
+            }
         }
         Shrink::Probe {
             node: n,
@@ -258,6 +270,8 @@ pub(crate) struct At {
     pub(crate) node: u32,
     pub(crate) hits: u64,
     pub(crate) request: u64,
+    /// The plan's lane bound: requests of at most this many bytes take lane cells.
+    pub(crate) lane_max: u64,
 }
 
 /// Tries to serve `layout` from the pass's slab. On a miss, the cursor as it was before
@@ -317,8 +331,9 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     Ok(unsafe { pass.base.add(slot.offset as usize) })
 }
 
-/// A lane request: a free cell of its class, or an overlap miss when every cell of the
-/// class is live (the pass holds more than its profiles did).
+/// A lane request: a free cell of its class, else of the smallest class above it with
+/// one, or an overlap miss when every cell of those is live (the pass holds more than its
+/// profiles did).
 #[inline]
 fn lane_alloc(
     pass: &mut Context,
@@ -327,11 +342,15 @@ fn lane_alloc(
     class: usize,
     size: u64,
 ) -> Result<*mut u8, MissReason> {
-    let Some(offset) = inst.lanes.alloc(&plan.lanes, class) else {
+    let cells = &inst.lanes;
+    let taken = cells
+        .alloc(&plan.lanes, class)
+        .or_else(|| cells.alloc_above(&plan.lanes, class));
+    let Some(offset) = taken else {
         pass.undo = (pass.node, NO_SLOT, NO_SLOT); // no cursor moved
         return Err(MissReason::Overlap);
     };
-    debug_assert!(offset + size <= plan.height && size <= lanes::cell_size(class));
+    debug_assert!(offset + size <= plan.height && size <= plan.lanes.cell_size_at(offset));
     pass.counters.lane_hits += 1;
     // SAFETY: the cell lies in the lane area, below `height`, which the instance spans.
     Ok(unsafe { pass.base.add(offset as usize) })
@@ -390,6 +409,7 @@ unsafe fn alloc_resync(pass: &mut Context, layout: Layout) -> Result<*mut u8, Mi
                         node,
                         hits: c.slab_hits - c.lane_hits,
                         request: c.slab_hits - c.lane_hits + c.missed(),
+                        lane_max: plan.lanes.max,
                     };
                     (
                         take(
@@ -734,6 +754,12 @@ mod tests {
 
     /// Runs `requests` through the matcher; returns what each took.
     fn run(plan: &CompiledPlan, requests: &[u64]) -> Vec<Option<u32>> {
+        run_with_lanes(plan, requests, 0)
+    }
+
+    /// [`run`] for a plan with lanes of at most `lane_max` bytes (the requests given are
+    /// the others).
+    fn run_with_lanes(plan: &CompiledPlan, requests: &[u64], lane_max: u64) -> Vec<Option<u32>> {
         let mut c = plan.initial_cursors()[0];
         let mut shrink = Shrink::Off;
         let mut lost = Lost::default();
@@ -747,6 +773,7 @@ mod tests {
                     node: 0,
                     hits,
                     request: i as u64,
+                    lane_max,
                 };
                 let t = take(&plan.slots, &mut c, size, (&mut shrink, &mut lost), at);
                 hits += t.is_ok() as u64;
@@ -771,6 +798,7 @@ mod tests {
             node: 0,
             hits: 0,
             request: 0,
+            lane_max: 0,
         }
     }
 
@@ -849,6 +877,26 @@ mod tests {
         assert_eq!(took, expected);
     }
 
+    /// A bucket's smaller shape with lanes: slots whose requests shrink to a lane's size
+    /// are not in the pass's sequence, and a shrinking pass passes over them. Without
+    /// lanes it waits at such a slot (its request is still to come).
+    #[test]
+    fn a_shrinking_pass_passes_over_slots_shrunk_into_lanes() {
+        let p = plan(&[24576, 24576, 24576, 3072, 3072, 384, 384, 3072, 24576]);
+        // Half the shape: 384 bytes shrink to 192, a lane request.
+        let requests = [12288, 12288, 12288, 1536, 1536, 1536, 12288];
+        let took = run_with_lanes(&p, &requests, 256);
+        let all = [None, Some(1), Some(2), Some(3), Some(4), Some(7), Some(8)];
+        assert_eq!(took, all);
+        let took = run(&p, &requests);
+        assert_eq!(took[..5], all[..5]);
+        assert_eq!(
+            took[5..],
+            [None, None],
+            "too large for slot 5, and waiting there"
+        );
+    }
+
     /// In a run of equal sizes, a candidate the next request does not confirm (its next
     /// slot is of another size) gives way to the next slot of the size ahead of it, so the
     /// run is found again; before, every request named the first candidate again.
@@ -871,6 +919,7 @@ mod tests {
                 node: 0,
                 hits: 0,
                 request: i,
+                lane_max: 0,
             };
             assert!(take(&p.slots, &mut c, 8, (&mut shrink, &mut lost), at).is_err());
         }
@@ -907,6 +956,7 @@ mod tests {
                 node: 0,
                 hits: 0,
                 request: i as u64,
+                lane_max: 0,
             };
             assert!(take(&p.slots, &mut c, size, (&mut shrink, &mut lost), at).is_err());
         }

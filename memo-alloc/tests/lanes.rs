@@ -140,6 +140,45 @@ fn a_class_full_sends_its_requests_to_the_backend() {
     assert_eq!((common::hits(&d), all_missed(&d)), (100, 0), "{:?}", d.1);
 }
 
+/// A pass of a smaller shape moves requests down a class: the class below overflows
+/// while the one above has cells to spare, and its requests take those.
+#[test]
+fn a_full_class_borrows_the_cells_of_the_classes_above() {
+    let _s = setup();
+    const KEY: &str = "lanes/borrow";
+    // All live at once: `small` blocks of 24 bytes (32-byte cells), `large` of 100 (128).
+    let run = |small: usize, large: usize| {
+        let _p = memo_alloc::pass(KEY);
+        let blocks: Vec<Block> = (0..small + large)
+            .map(|i| talloc(&A, if i < small { 24 } else { 100 }, 8, false, i as u64))
+            .collect();
+        blocks
+            .into_iter()
+            .map(|b| tfree(&A, b))
+            .fold(0u64, u64::wrapping_add)
+    };
+    run(100, 50); // profiled: 100 cells of 32 bytes, 50 of 128
+    let d = common::delta(KEY, || {
+        run(150, 0);
+    });
+    assert_eq!((common::hits(&d), all_missed(&d)), (150, 0), "{:?}", d.1);
+    // Past every cell of the classes above too: the excess misses.
+    let d = common::delta(KEY, || {
+        run(160, 0);
+    });
+    assert_eq!(
+        (common::hits(&d), missed(&d, MissReason::Overlap)),
+        (150, 10),
+        "{:?}",
+        d.1
+    );
+    // A larger class never takes the smaller one's cells.
+    let d = common::delta(KEY, || {
+        run(0, 60);
+    });
+    assert_eq!((common::hits(&d), all_missed(&d)), (50, 10), "{:?}", d.1);
+}
+
 #[test]
 fn lane_cells_read_zero_when_asked_and_grow_through_the_backend() {
     let _s = setup();
