@@ -234,6 +234,7 @@ impl LaneCells {
     /// the classes above have cells to spare. Cells are aligned to their size, so a larger
     /// one serves the request as well; a free finds its class by its offset.
     #[cold]
+    #[inline(never)]
     pub(crate) fn alloc_above(&self, layout: &LaneLayout, class: usize) -> Option<u64> {
         (class + 1..classes_below(layout.max)).find_map(|k| self.alloc(layout, k))
     }

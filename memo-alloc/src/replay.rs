@@ -331,9 +331,7 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     Ok(unsafe { pass.base.add(slot.offset as usize) })
 }
 
-/// A lane request: a free cell of its class, else of the smallest class above it with
-/// one, or an overlap miss when every cell of those is live (the pass holds more than its
-/// profiles did).
+/// A lane request: a free cell of its class (else see [`lane_borrow`]).
 #[inline]
 fn lane_alloc(
     pass: &mut Context,
@@ -342,14 +340,39 @@ fn lane_alloc(
     class: usize,
     size: u64,
 ) -> Result<*mut u8, MissReason> {
-    let cells = &inst.lanes;
-    let taken = cells
-        .alloc(&plan.lanes, class)
-        .or_else(|| cells.alloc_above(&plan.lanes, class));
-    let Some(offset) = taken else {
+    let Some(offset) = inst.lanes.alloc(&plan.lanes, class) else {
+        return lane_borrow(pass, plan, inst, class, size);
+    };
+    lane_hit(pass, plan, offset, size)
+}
+
+/// A lane request whose class is full: a free cell of the smallest class above it with
+/// one, or an overlap miss when every cell of those is live too (the pass holds more
+/// than its profiles did).
+#[cold]
+#[inline(never)]
+fn lane_borrow(
+    pass: &mut Context,
+    plan: &CompiledPlan,
+    inst: &Instance,
+    class: usize,
+    size: u64,
+) -> Result<*mut u8, MissReason> {
+    let Some(offset) = inst.lanes.alloc_above(&plan.lanes, class) else {
         pass.undo = (pass.node, NO_SLOT, NO_SLOT); // no cursor moved
         return Err(MissReason::Overlap);
     };
+    lane_hit(pass, plan, offset, size)
+}
+
+/// Hands out the lane cell at `offset`, taken for a request of `size` bytes.
+#[inline(always)]
+fn lane_hit(
+    pass: &mut Context,
+    plan: &CompiledPlan,
+    offset: u64,
+    size: u64,
+) -> Result<*mut u8, MissReason> {
     debug_assert!(offset + size <= plan.height && size <= plan.lanes.cell_size_at(offset));
     pass.counters.lane_hits += 1;
     // SAFETY: the cell lies in the lane area, below `height`, which the instance spans.
