@@ -18,8 +18,10 @@
 //! - a free, on any thread, clears its cell's bit (`fetch_and`, Release), the last access
 //!   to the instance it makes (as a slot's first group word, see `replay::free`).
 //!
-//! A request whose class is full (the pass has more live than any profile had) goes to
-//! the backend as an overlap miss. Lanes never move a node's cursor: the planned sequence
+//! A request whose class is full takes a cell of the smallest class above it that has
+//! one (a bucket's smaller shape moves requests down a class: the classes above have
+//! cells to spare); when those are full too (the pass has more live than any profile
+//! had), it goes to the backend as an overlap miss. Lanes never move a node's cursor: the planned sequence
 //! holds only the larger requests, so an inserted or missing small allocation does not
 //! disturb matching either. Cells are aligned to their size: classes are laid out largest
 //! first from an offset aligned to the largest cell, and slab bases are chunk-aligned.

@@ -19,8 +19,11 @@
 //! 4. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
 //!    the two agree that the slots before `c` are missing: jump and take `c + 1`;
 //! 5. the pass is *shrinking* and the request fits `next`, at least an eighth of its
-//!    smallest seen size (a smaller shape of the bucket): take `next`. A pass starts
-//!    shrinking when
+//!    smallest seen size (a smaller shape of the bucket): take `next`. With lanes, a slot
+//!    whose request shrank to a lane's size is not in the pass's sequence: a request that
+//!    does not fit `next` takes the first slot it fits within [`WINDOW`] when every slot
+//!    before it, shrunk as much as the request is from that slot, would be a lane
+//!    request. A pass starts shrinking when
 //!    a request fitting at half size or more only (a *probe*, served by the backend) is
 //!    followed, with no hit in between, by another that fits so (in any node; in the
 //!    probe's node, the slot after the probe's): isolated insertions between hits never
@@ -144,17 +147,25 @@ fn take(
     }
     match *shrink {
         Shrink::On => {
-            // A slot whose request shrank to a lane's size is not in this pass's sequence:
-            // slots that small are passed over for the first one the request fits.
             let fits = fits_by(SHRINK_CONFIRMED);
-            let may_be_in_lanes = |s: &Slot| s.min_size() <= at.lane_max * SHRINK_CONFIRMED;
+            if slot(next).is_some_and(fits) {
+                return hit(cursor, next);
+            }
+            // A slot whose request shrank to a lane's size is not in this pass's sequence:
+            // the request may pass over slots that, shrunk as much as it is from the first
+            // slot it fits, would be lane requests.
             let end = cursor.end.min(next.saturating_add(WINDOW));
-            for i in next..end {
-                match slot(i) {
-                    Some(s) if fits(s) && i == next => return hit(cursor, i),
-                    Some(s) if fits(s) => return jump(cursor, i),
-                    Some(s) if may_be_in_lanes(s) => continue,
-                    _ => break,
+            let first_fit = (next + 1..end).find(|&i| slot(i).is_some_and(fits));
+            if let Some(f) = first_fit.filter(|_| at.lane_max > 0) {
+                let fit_size = slot(f).map_or(0, |s| s.size);
+                // `min_size * (size / fit_size) <= lane_max`, in integers.
+                let in_lanes = |i: u32| {
+                    slot(i).is_some_and(|s| {
+                        s.min_size().saturating_mul(size) <= at.lane_max.saturating_mul(fit_size)
+                    })
+                };
+                if (next..f).all(in_lanes) {
+                    return jump(cursor, f);
                 }
             }
         }
