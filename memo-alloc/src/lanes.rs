@@ -158,25 +158,44 @@ impl LaneLayout {
     /// The class of the cell at `offset` (in the lane area) and the cell's index.
     #[inline]
     fn cell_at(&self, offset: u64) -> Option<(usize, usize)> {
-        // Classes lie largest first: the class is the largest whose first cell is at or
-        // below `offset`.
-        (0..CLASSES).find_map(|k| {
+        // Classes lie largest first, from `start`: the class of an offset in the lane
+        // area is the smallest with cells whose first cell is at or below it.
+        if !self.holds(offset) {
+            return None;
+        }
+        let k = (0..CLASSES).find(|&k| {
             let c = &self.classes[k];
-            let size = cell_size(k);
-            (c.cells > 0 && offset >= c.offset && offset < c.offset + c.cells as u64 * size).then(
-                || {
-                    (
-                        k,
-                        ((offset - c.offset) >> (MIN_CELL_LOG2 as usize + k)) as usize,
-                    )
-                },
-            )
-        })
+            c.cells > 0 && offset >= c.offset
+        })?;
+        let cell = (offset - self.classes[k].offset) >> (MIN_CELL_LOG2 as usize + k);
+        debug_assert!(cell < self.classes[k].cells as u64);
+        Some((k, cell as usize))
     }
 
     /// The size of the cell at `offset` (0 if none is there).
     pub(crate) fn cell_size_at(&self, offset: u64) -> u64 {
         self.cell_at(offset).map_or(0, |(k, _)| cell_size(k))
+    }
+}
+
+/// Sets a clear bit of `word`, the class's word `w`; the slab offset of its cell, or `None`
+/// when every cell of the word is live (bits past the class's cells count as live).
+#[inline(always)]
+fn take_in(word: &AtomicU64, w: usize, c: &Class, class: usize) -> Option<u64> {
+    let mut seen = word.load(Ordering::Relaxed);
+    loop {
+        // The lowest clear bit (64: none).
+        let bit = (!seen).trailing_zeros() as usize;
+        let cell = w * BITS + bit;
+        if bit == BITS || cell >= c.cells as usize {
+            return None;
+        }
+        // Acquire: the free that cleared the bit (Release) happens-before the cell's reuse.
+        let before = word.fetch_or(1 << bit, Ordering::Acquire);
+        if before & (1 << bit) == 0 {
+            return Some(c.offset + ((cell as u64) << (MIN_CELL_LOG2 as usize + class)));
+        }
+        seen = before; // another context took it first
     }
 }
 
@@ -200,35 +219,34 @@ impl LaneCells {
 
     /// Takes a free cell of class `class`; its slab offset, or `None` when every cell of
     /// the class is live. Any thread in the pass's contexts may call it.
+    ///
+    /// The word where the class's last hand-out found a clear bit is tried first (in a
+    /// pass that frees as it goes, nearly always with success); then the class's other
+    /// words, off the hit path.
     #[inline]
     pub(crate) fn alloc(&self, layout: &LaneLayout, class: usize) -> Option<u64> {
         let c = layout.classes.get(class)?;
-        let n = c.words();
-        let words = self.words.get(c.word as usize..c.word as usize + n)?;
-        let hint = &self.hints[class];
-        let from = (hint.load(Ordering::Relaxed) as usize).min(n);
-        for w in (from..n).chain(0..from) {
-            let word = &words[w];
-            let mut seen = word.load(Ordering::Relaxed);
-            loop {
-                // The lowest clear bit (64: none); past the class's cells, every cell of
-                // the word is live.
-                let bit = (!seen).trailing_zeros() as usize;
-                let cell = w * BITS + bit;
-                if bit == BITS || cell >= c.cells as usize {
-                    break;
-                }
-                // Acquire: the free that cleared the bit (Release) happens-before the
-                // cell's reuse.
-                let before = word.fetch_or(1 << bit, Ordering::Acquire);
-                if before & (1 << bit) == 0 {
-                    hint.store(w as u32, Ordering::Relaxed);
-                    return Some(c.offset + ((cell as u64) << (MIN_CELL_LOG2 as usize + class)));
-                }
-                seen = before; // another context took it first
-            }
-        }
-        None
+        let words = self
+            .words
+            .get(c.word as usize..c.word as usize + c.words())?;
+        let hint = self.hints[class].load(Ordering::Relaxed) as usize;
+        // Hints are word indices of the class (none if it has no words).
+        let word = words.get(hint)?;
+        take_in(word, hint, c, class).or_else(|| self.scan(words, hint, c, class))
+    }
+
+    /// [`LaneCells::alloc`] past the hint: the class's words after `hint`, then those
+    /// before it; the word where it finds a clear bit becomes the hint.
+    #[cold]
+    #[inline(never)]
+    fn scan(&self, words: &[AtomicU64], hint: usize, c: &Class, class: usize) -> Option<u64> {
+        let n = words.len();
+        let from = hint.min(n);
+        (from + 1..n).chain(0..from).find_map(|w| {
+            let offset = take_in(&words[w], w, c, class)?;
+            self.hints[class].store(w as u32, Ordering::Relaxed);
+            Some(offset)
+        })
     }
 
     /// Takes a free cell of the smallest class above `class` that has one (every cell of
@@ -320,6 +338,23 @@ mod tests {
         assert_eq!(l.words(), 1 + 2 + 1 + 1);
     }
 
+    /// Every cell's offset maps back to its class and index, with classes of no cells
+    /// between others; offsets outside the area map to none.
+    #[test]
+    fn each_cell_offset_finds_its_class() {
+        let counts = [5u32, 0, 130, 0, 0, 3, 0, 1];
+        let l = LaneLayout::new(2048, &counts, 777);
+        for (k, &n) in counts.iter().enumerate() {
+            for i in 0..n as usize {
+                let offset = l.classes[k].offset + (i as u64) * cell_size(k);
+                assert_eq!(l.cell_at(offset), Some((k, i)), "class {k} cell {i}");
+                assert_eq!(l.cell_size_at(offset), cell_size(k));
+            }
+        }
+        assert_eq!(l.cell_at(l.start - 1), None);
+        assert_eq!(l.cell_at(l.end), None);
+    }
+
     #[test]
     fn a_layout_without_cells_is_empty() {
         let l = LaneLayout::new(64, &[0, 0, 0], 4096);
@@ -346,6 +381,10 @@ mod tests {
         assert_eq!(cells.alloc(&l, 1), None);
         cells.free(&l, got[65]);
         assert_eq!(cells.alloc(&l, 0), Some(got[65]));
+        // The hint is at the class's second word, which is full: the scan wraps to the
+        // first.
+        cells.free(&l, got[3]);
+        assert_eq!(cells.alloc(&l, 0), Some(got[3]));
         for &o in &got {
             cells.free(&l, o);
         }
