@@ -128,16 +128,8 @@ fn take(
     if slot(next).is_some_and(|s| matches(s, size)) {
         return hit(cursor, next);
     }
-    if back != NO_SLOT {
-        // The slots passed are untaken; the last request took the one before `next`.
-        debug_assert!(back < next);
-        let passed = back..back.saturating_add(2).min(next.saturating_sub(1));
-        if let Some(i) = passed
-            .into_iter()
-            .find(|&i| slot(i).is_some_and(|s| matches(s, size)))
-        {
-            return hit(cursor, i);
-        }
+    if let Some(i) = back_after_jump(slots, cursor, size, back) {
+        return hit(cursor, i);
     }
     if slot(next + 1).is_some_and(|s| matches(s, size)) {
         return jump(cursor, next + 1);
@@ -147,26 +139,11 @@ fn take(
     }
     match *shrink {
         Shrink::On => {
-            let fits = fits_by(SHRINK_CONFIRMED);
-            if slot(next).is_some_and(fits) {
+            if slot(next).is_some_and(fits_by(SHRINK_CONFIRMED)) {
                 return hit(cursor, next);
             }
-            // A slot whose request shrank to a lane's size is not in this pass's sequence:
-            // the request may pass over slots that, shrunk as much as it is from the first
-            // slot it fits, would be lane requests.
-            let end = cursor.end.min(next.saturating_add(WINDOW));
-            let first_fit = (next + 1..end).find(|&i| slot(i).is_some_and(fits));
-            if let Some(f) = first_fit.filter(|_| at.lane_max > 0) {
-                let fit_size = slot(f).map_or(0, |s| s.size);
-                // `min_size * (size / fit_size) <= lane_max`, in integers.
-                let in_lanes = |i: u32| {
-                    slot(i).is_some_and(|s| {
-                        s.min_size().saturating_mul(size) <= at.lane_max.saturating_mul(fit_size)
-                    })
-                };
-                if (next..f).all(in_lanes) {
-                    return jump(cursor, f);
-                }
+            if let Some(f) = past_lane_slots(slots, cursor, size, at.lane_max) {
+                return jump(cursor, f);
             }
         }
         Shrink::Probe {
@@ -210,6 +187,44 @@ fn take(
         Some(s) if size > s.size => MissReason::TooLarge,
         _ => MissReason::Unplanned,
     })
+}
+
+/// Rule 2: after a jump from slot `back` ([`NO_SLOT`]: none), the first of the first two
+/// slots passed that a request of `size` bytes matches.
+fn back_after_jump(slots: &[Slot], cursor: &Cursor, size: u64, back: u32) -> Option<u32> {
+    if back == NO_SLOT {
+        return None;
+    }
+    // The slots passed are untaken; the jump took the one before `next`.
+    debug_assert!(back < cursor.next);
+    let passed = back..back.saturating_add(2).min(cursor.next.saturating_sub(1));
+    passed
+        .into_iter()
+        .find(|&i| slots.get(i as usize).is_some_and(|s| matches(s, size)))
+}
+
+/// Rule 5 with lanes of at most `lane_max` bytes: in a shrinking pass, the first slot
+/// after `next` within [`WINDOW`] that a request of `size` bytes fits, if every slot
+/// before it, shrunk as much as the request is from it, would be a lane request (a slot
+/// whose request shrank to a lane's size is not in the pass's sequence).
+fn past_lane_slots(slots: &[Slot], cursor: &Cursor, size: u64, lane_max: u64) -> Option<u32> {
+    if lane_max == 0 {
+        return None;
+    }
+    let (next, end) = (
+        cursor.next,
+        cursor.end.min(cursor.next.saturating_add(WINDOW)),
+    );
+    let slot = |i: u32| slots.get(i as usize).filter(|_| i < end);
+    let fits = |s: &Slot| size <= s.size && size.saturating_mul(SHRINK_CONFIRMED) >= s.min_size();
+    let f = (next + 1..end).find(|&i| slot(i).is_some_and(fits))?;
+    let fit_size = slot(f)?.size;
+    // `min_size * (size / fit_size) <= lane_max`, in integers.
+    let in_lanes = |i: u32| {
+        slot(i)
+            .is_some_and(|s| s.min_size().saturating_mul(size) <= lane_max.saturating_mul(fit_size))
+    };
+    (next..f).all(in_lanes).then_some(f)
 }
 
 /// Rule 7: notes an unmatched request of `node` in `lost` and, when the run of misses
