@@ -19,11 +19,11 @@
 //! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
 //! every count is bounded before a table is sized from it, and every table is linear in
 //! the document, but for the lanes' bitmaps: one bit per cell of a count the document
-//! states, at most `lanes::MAX_CELLS` a class (at most 19 MB an instance). A hand-out and a free touch one word per group the slot covers, which
-//! can be quadratic in a plan whose slots overlap heavily in address (each slot over many
-//! others' starts); past a linear budget, compilation *demotes* the most expensive slots
-//! (their allocations are served by the backend), so that replaying any plan stays
-//! linear.
+//! states, at most `lanes::MAX_CELLS` a class (at most 19 MB an instance). A hand-out and
+//! a free touch one word per group the slot covers, which can be quadratic in a plan
+//! whose slots overlap heavily in address (each slot over many others' starts); past a
+//! linear budget, compilation *demotes* the most expensive slots (their allocations are
+//! served by the backend), so that replaying any plan stays linear.
 
 use std::collections::HashMap;
 use std::fmt;

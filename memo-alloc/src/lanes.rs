@@ -21,9 +21,9 @@
 //! A request whose class is full takes a cell of the smallest class above it that has
 //! one (a bucket's smaller shape moves requests down a class: the classes above have
 //! cells to spare); when those are full too (the pass has more live than any profile
-//! had), it goes to the backend as an overlap miss. Lanes never move a node's cursor: the planned sequence
-//! holds only the larger requests, so an inserted or missing small allocation does not
-//! disturb matching either. Cells are aligned to their size: classes are laid out largest
+//! had), it goes to the backend as an overlap miss. Lanes never move a node's cursor:
+//! the planned sequence holds only the larger requests, so an inserted or missing small
+//! allocation does not disturb matching either. Cells are aligned to their size: classes are laid out largest
 //! first from an offset aligned to the largest cell, and slab bases are chunk-aligned.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -240,9 +240,8 @@ impl LaneCells {
     #[cold]
     #[inline(never)]
     fn scan(&self, words: &[AtomicU64], hint: usize, c: &Class, class: usize) -> Option<u64> {
-        let n = words.len();
-        let from = hint.min(n);
-        (from + 1..n).chain(0..from).find_map(|w| {
+        // `alloc` read the hint's word: `hint < words.len()`.
+        (hint + 1..words.len()).chain(0..hint).find_map(|w| {
             let offset = take_in(&words[w], w, c, class)?;
             self.hints[class].store(w as u32, Ordering::Relaxed);
             Some(offset)

@@ -90,6 +90,12 @@ fn matches(slot: &Slot, size: u64) -> bool {
     size <= slot.size && size >= slot.min_size()
 }
 
+/// Whether a request of `size` bytes fits `slot` as a shape up to `k` times smaller than
+/// the smallest seen for it (rule 5).
+fn fits_shrunk(slot: &Slot, size: u64, k: u64) -> bool {
+    size <= slot.size && size.saturating_mul(k) >= slot.min_size()
+}
+
 /// The slot a request of `size` bytes takes from `cursor`, which advances past it; or why
 /// none (the cursor then moves only to remember a candidate). `slots` is the plan's slot
 /// table, of which the cursor's range is a part. The hit path (rule 1) is inlined in
@@ -105,7 +111,7 @@ fn take(
 ) -> Result<u32, MissReason> {
     let (node, hits) = (at.node, at.hits);
     let slot = |i: u32| slots.get(i as usize).filter(|_| i < cursor.end);
-    let fits_by = |k: u64| move |s: &Slot| size <= s.size && size.saturating_mul(k) >= s.min_size();
+    let fits_by = |k: u64| move |s: &Slot| fits_shrunk(s, size, k);
     let fits = fits_by(SHRINK);
     let next = cursor.next;
     let hit = |c: &mut Cursor, i: u32| {
@@ -216,8 +222,8 @@ fn past_lane_slots(slots: &[Slot], cursor: &Cursor, size: u64, lane_max: u64) ->
         cursor.end.min(cursor.next.saturating_add(WINDOW)),
     );
     let slot = |i: u32| slots.get(i as usize).filter(|_| i < end);
-    let fits = |s: &Slot| size <= s.size && size.saturating_mul(SHRINK_CONFIRMED) >= s.min_size();
-    let f = (next + 1..end).find(|&i| slot(i).is_some_and(fits))?;
+    let f = (next + 1..end)
+        .find(|&i| slot(i).is_some_and(|s| fits_shrunk(s, size, SHRINK_CONFIRMED)))?;
     let fit_size = slot(f)?.size;
     // `min_size * (size / fit_size) <= lane_max`, in integers.
     let in_lanes = |i: u32| {
