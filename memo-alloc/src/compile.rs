@@ -78,6 +78,11 @@ pub(crate) struct Cursor {
     /// the cursor stood at before it jumped past slots (if the next request does not
     /// confirm the jump, the cursor may go back there).
     pub(crate) pending: u32,
+    /// The node's lane requests so far in the pass (the next one's lane ordinal).
+    pub(crate) lanes: u32,
+    /// The lane ordinal of the node's next escaping lane request ([`NO_SLOT`]: none; see
+    /// [`CompiledPlan::lane_escape`]).
+    pub(crate) escape: u32,
 }
 
 /// The tag of a [`Cursor::pending`] that names the slot before a jump: slot indices are
@@ -225,6 +230,16 @@ pub(crate) struct CompiledPlan {
     group_index: GroupIndex,
     /// Replayed passes ended (the clock of `Slot::outlived_at`).
     pass_ends: AtomicU32,
+    /// The lane requests that escaped the profiled pass, by node and lane ordinal.
+    lane_escapes: Box<[LaneEscapeAt]>,
+}
+
+/// An escaping lane request of a compiled plan (see `trace::LaneEscape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct LaneEscapeAt {
+    node: u32,
+    ordinal: u32,
+    class: u8,
 }
 
 /// The scope tree renumbered: each `(parent, name)` group's occurrences are consecutive.
@@ -279,6 +294,25 @@ fn renumber_scopes(file: &PlanFile) -> Result<Scopes<'_>, CompileError> {
         groups,
         nodes,
     })
+}
+
+/// The plan's escaping lane requests by node (checked by `PlanFile::check`: known scopes,
+/// lane classes of the plan), in order.
+fn lane_escapes(file: &PlanFile, scopes: &Scopes<'_>) -> Box<[LaneEscapeAt]> {
+    let mut escapes: Vec<LaneEscapeAt> = file
+        .lanes
+        .escapes
+        .iter()
+        .filter_map(|e| {
+            Some(LaneEscapeAt {
+                node: *scopes.node_of.get(e.scope as usize)?,
+                ordinal: e.ordinal,
+                class: crate::lanes::class_of(e.cell, 1, file.lanes.max)? as u8,
+            })
+        })
+        .collect();
+    escapes.sort_unstable();
+    escapes.into_boxed_slice()
 }
 
 /// Hash table of scope groups keyed by (renumbered parent, name).
@@ -454,14 +488,20 @@ impl CompiledPlan {
         let scopes = renumber_scopes(file)?;
         let scope_groups = scope_group_table(&scopes);
         let (mut slots, slot_ranges) = slot_table(file, &scopes)?;
-        let cursors = slot_ranges
+        let lane_escapes = lane_escapes(file, &scopes);
+        let mut cursors: Vec<Cursor> = slot_ranges
             .iter()
             .map(|&(next, end)| Cursor {
                 next,
                 end,
                 pending: NO_SLOT,
+                lanes: 0,
+                escape: NO_SLOT,
             })
             .collect();
+        for e in lane_escapes.iter().rev() {
+            cursors[e.node as usize].escape = e.ordinal; // the node's first, at the end
+        }
         let (group_offsets, _demoted) = build_groups(&mut slots, file.lanes.requests);
         let group_index = GroupIndex::new(&group_offsets);
         let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
@@ -477,7 +517,32 @@ impl CompiledPlan {
             outlived_at,
             group_index,
             pass_ends: AtomicU32::new(0),
+            lane_escapes,
         })
+    }
+
+    /// Whether the profile saw lane requests escape (replay counts lane requests only
+    /// then).
+    #[inline(always)]
+    pub(crate) fn lists_lane_escapes(&self) -> bool {
+        !self.lane_escapes.is_empty()
+    }
+
+    /// Lane request `ordinal` of `node` was listed as escaping: whether it is of class
+    /// `class` (as the profile's was), and the node's next escaping lane ordinal
+    /// ([`NO_SLOT`]: none).
+    pub(crate) fn lane_escape(&self, node: u32, ordinal: u32, class: usize) -> (bool, u32) {
+        let escapes = &self.lane_escapes;
+        let at = escapes.partition_point(|e| (e.node, e.ordinal) < (node, ordinal));
+        let listed = escapes
+            .get(at)
+            .is_some_and(|e| (e.node, e.ordinal, e.class as usize) == (node, ordinal, class));
+        let after = escapes.partition_point(|e| (e.node, e.ordinal) <= (node, ordinal));
+        let next = escapes
+            .get(after)
+            .filter(|e| e.node == node)
+            .map_or(NO_SLOT, |e| e.ordinal);
+        (listed, next)
     }
 
     /// Number of scope nodes (including the root, 0).

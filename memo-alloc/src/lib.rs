@@ -84,6 +84,7 @@ mod fork;
 mod geometry;
 mod group_index;
 mod hash;
+mod lane_count;
 mod lanes;
 mod lifecycle;
 mod live_table;

@@ -233,6 +233,7 @@ fn lane_cell_hand_off() {
             max: 16,
             cells: vec![1],
             requests: 0,
+            ..PlanLanes::default()
         };
         let plan = plan_with_lanes(&[], lanes);
         let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 1).unwrap());

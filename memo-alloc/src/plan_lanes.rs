@@ -7,7 +7,7 @@
 
 use crate::lanes;
 use crate::profile::{Profile, Record};
-use crate::trace::{contexts_of, PlanLanes, MAX_LANE_REQUESTS};
+use crate::trace::{contexts_of, LaneEscape, PlanLanes, MAX_LANE_REQUESTS};
 
 /// Per record, `1 + k` when its request takes a lane cell of class `k` in replay (an
 /// allocation, not a realloc, of at most `max` bytes, size and alignment), else 0; empty
@@ -37,7 +37,8 @@ pub(crate) fn lane_of(lane: &[u8], root: u32) -> Option<usize> {
 /// (a chain's cell counted live until the chain's end), summed over the contexts (they
 /// run concurrently), plus those still live at the pass's end (a later pass may find
 /// them in the instance still); at least `earlier.cells`, so that plans converge. The
-/// requests the recorder counted instead of recording come with their cells.
+/// requests the recorder counted instead of recording come with their cells. The lane
+/// requests whose chains escape the pass are listed (see [`lane_escapes`]).
 pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) -> PlanLanes {
     let max = earlier.max;
     if max == 0 {
@@ -55,7 +56,7 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
         .collect();
     groups.sort_unstable_by_key(|&(group, _)| group);
     let mut cells: Vec<u64> = (0..classes)
-        .map(|k| profile.lane_cells.get(k).copied().unwrap_or(0) as u64)
+        .map(|k| profile.lanes.cells.get(k).copied().unwrap_or(0) as u64)
         .collect();
     for group in groups.chunk_by(|a, b| a.0 == b.0) {
         let k = group[0].0 .1;
@@ -67,12 +68,47 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
         .map(|(&n, &e)| (n.min(lanes::MAX_CELLS as u64) as u32).max(e))
         .collect();
     let recorded = lane.iter().filter(|&&k| k > 0).count() as u64;
-    let requests = (profile.lane_requests + recorded).min(MAX_LANE_REQUESTS);
+    let requests = (profile.lanes.requests + recorded).min(MAX_LANE_REQUESTS);
+    let mut escapes = lane_escapes(profile, lane);
+    escapes.retain(|e| (e.ordinal as u64) < requests);
     PlanLanes {
         max,
         cells,
         requests,
+        escapes,
     }
+}
+
+/// The lane requests whose chains escape the pass, by scope and lane ordinal: those the
+/// recorder counted, and the recorded ones (each scope's lane records, in order, numbered
+/// as replay counts its lane requests). Called after the chains are folded into their
+/// roots (a root escapes when its chain does).
+fn lane_escapes(profile: &Profile, lane: &[u8]) -> Vec<LaneEscape> {
+    let mut escapes = profile.lanes.escapes.clone();
+    let mut ordinals = vec![
+        0u32;
+        if lane.is_empty() {
+            0
+        } else {
+            profile.scopes.len()
+        }
+    ];
+    for (root, r) in (0u32..).zip(&profile.records) {
+        let (Some(k), Some(n)) = (lane_of(lane, root), ordinals.get_mut(r.scope as usize)) else {
+            continue;
+        };
+        if r.escaping() {
+            escapes.push(LaneEscape {
+                scope: r.scope,
+                ordinal: *n,
+                cell: lanes::cell_size(k),
+            });
+        }
+        *n += 1;
+    }
+    escapes.sort_unstable_by_key(|e| (e.scope, e.ordinal));
+    escapes.dedup_by_key(|e| (e.scope, e.ordinal));
+    escapes
 }
 
 /// The most of `records` live at once, plus those never freed (escaping).

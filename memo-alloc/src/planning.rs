@@ -85,7 +85,7 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
 }
 
 /// The lanes a new plan starts from: the configured bound, and the previous plan's cells
-/// when it had the same bound.
+/// when it had the same bound (not its escapes: lane ordinals are the profile's own).
 fn lanes_after(previous: Option<&crate::lanes::LaneLayout>, cfg: &Config) -> PlanLanes {
     let cells = previous
         .filter(|l| l.max == cfg.lanes)
@@ -94,7 +94,7 @@ fn lanes_after(previous: Option<&crate::lanes::LaneLayout>, cfg: &Config) -> Pla
     PlanLanes {
         max: cfg.lanes,
         cells,
-        requests: 0,
+        ..PlanLanes::default()
     }
 }
 
@@ -154,10 +154,10 @@ impl ProfileCounts {
     fn of(profile: &Profile) -> ProfileCounts {
         ProfileCounts {
             allocations: profile.records.len() as u64
-                + profile.lane_requests
-                + profile.lane_reallocs,
+                + profile.lanes.requests
+                + profile.lanes.reallocs,
             reallocs: profile.records.iter().filter(|r| r.parent != NONE).count() as u64
-                + profile.lane_reallocs,
+                + profile.lanes.reallocs,
             events: profile.events,
             scopes: profile.scopes.len() as u64,
         }
@@ -168,8 +168,10 @@ fn summarize(counts: &ProfileCounts, plan: &PlanFile, plan_millis: f64) -> Summa
     Summary {
         allocations: counts.allocations,
         planned: plan.slots.iter().filter(|s| s.offset.is_some()).count() as u64,
-        escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64,
-        lane_requests: plan.lanes.requests,
+        // A lane request that escaped is an escaping allocation, served by the backend.
+        escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64
+            + plan.lanes.escapes.len() as u64,
+        lane_requests: (plan.lanes.requests).saturating_sub(plan.lanes.escapes.len() as u64),
         lane_bytes: plan.lanes.bytes(),
         reallocs: counts.reallocs,
         events: counts.events,

@@ -8,6 +8,7 @@
 
 use std::collections::TryReserveError;
 
+use crate::lane_count::CountedLanes;
 use crate::tag::TaggedPtr;
 use crate::trace::{AllocKind, Trace, TraceAlloc, TraceScope, TraceUse};
 use crate::trace::{FORMAT_VERSION, TRACE_FORMAT};
@@ -95,12 +96,8 @@ pub(crate) struct Profile {
     /// Call-site instruction pointers, each site ended by a 0.
     pub(crate) frames: Vec<usize>,
     /// Requests the recorder counted for lanes instead of recording them (see
-    /// `Recorder::new`): how many, the reallocs of their chains, and the cells each class
-    /// needs (the most live at once, plus those live at the end), summed over the
-    /// contexts adopted.
-    pub(crate) lane_requests: u64,
-    pub(crate) lane_reallocs: u64,
-    pub(crate) lane_cells: Vec<u32>,
+    /// `lane_count.rs`), over the contexts adopted.
+    pub(crate) lanes: CountedLanes,
 }
 
 impl Profile {
@@ -167,9 +164,7 @@ impl Profile {
             records,
             uses: trace.uses.clone(),
             frames: Vec::new(),
-            lane_requests: 0,
-            lane_reallocs: 0,
-            lane_cells: Vec::new(),
+            lanes: CountedLanes::default(),
         }
     }
 
@@ -268,9 +263,7 @@ impl Profile {
             ..u
         }));
         self.events += part.events;
-        self.lane_requests += part.lane_requests;
-        self.lane_reallocs += part.lane_reallocs;
-        add_cells(&mut self.lane_cells, &part.lane_cells)?;
+        self.lanes.adopt(part.lanes, &scope_of, root)?;
         if let Some(s) = self.scopes.get_mut(root as usize) {
             s.exit = Some(self.events);
         }
@@ -326,17 +319,4 @@ fn is_internal(name: &str, first: bool) -> bool {
     .any(|p| name.starts_with(p));
     // The allocator's thread-local access, above the first frame kept.
     internal || (first && name.starts_with("std::thread::local::"))
-}
-
-/// Adds `more` to `cells`, class by class (a helper entered twice is counted twice: a
-/// cell too many is memory, a cell too few a miss).
-fn add_cells(cells: &mut Vec<u32>, more: &[u32]) -> Result<(), TryReserveError> {
-    if cells.len() < more.len() {
-        cells.try_reserve(more.len() - cells.len())?;
-        cells.resize(more.len(), 0);
-    }
-    for (c, &m) in cells.iter_mut().zip(more) {
-        *c = c.saturating_add(m);
-    }
-    Ok(())
 }

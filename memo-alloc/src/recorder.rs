@@ -8,13 +8,14 @@
 //! allocations.
 //!
 //! Requests small enough for the plan's lanes (see `lanes.rs`) are counted, not recorded,
-//! unless trace files are written: the table holds them under their class's marker
-//! ([`LANE_MARK`]), and the recorder keeps, per class, how many are live and the most
-//! that were. A pass of 350,000 allocations, 300,000 of them small, records 50,000.
+//! unless trace files are written: the table holds them under a lane entry (see
+//! `lane_count.rs`), which keeps, per class, how many are live and the most that were, and
+//! which of them escape. A pass of 350,000 allocations, 300,000 of them small, records
+//! 50,000.
 
 use crate::fallible::try_grow;
 use crate::hash::FastMap;
-use crate::lanes::{self, CLASSES};
+use crate::lane_count::{LaneCount, LANE_MARK};
 use crate::live_table::LiveTable;
 use crate::profile::{align_log2, Profile, Record, FRAMES, LIVE, NONE};
 use crate::stats::AbandonReason;
@@ -109,17 +110,9 @@ pub(crate) struct Recorder {
     ordinals: Vec<u32>,
     uses: Vec<TraceUse>,
     frames: Option<Vec<usize>>,
-    /// Requests of at most this many bytes are counted for lanes, not recorded (0: none).
-    lanes: u64,
-    lane_requests: u64,
-    lane_reallocs: u64,
-    lane_live: [u32; CLASSES],
-    lane_most: [u32; CLASSES],
+    /// The requests counted for lanes, not recorded.
+    lanes: LaneCount,
 }
-
-/// The live table's value for a counted lane request of class `k`: `LANE_MARK + k`
-/// (record indices stay below it).
-const LANE_MARK: u32 = u32::MAX - CLASSES as u32;
 
 /// The recorder's lane bound under `config`: its lanes, unless trace files are written
 /// (they hold every allocation).
@@ -180,11 +173,7 @@ impl Recorder {
             ordinals,
             uses: Vec::new(),
             frames: backtrace.then(Vec::new),
-            lanes,
-            lane_requests: 0,
-            lane_reallocs: 0,
-            lane_live: [0; CLASSES],
-            lane_most: [0; CLASSES],
+            lanes: LaneCount::new(lanes)?,
         })
     }
 
@@ -254,6 +243,7 @@ impl Recorder {
                 exit: LIVE,
             });
             self.ordinals.push(0);
+            self.lanes.add_scope()?;
         }
         self.push_event(Event::Enter { node })?;
         Ok(node)
@@ -358,8 +348,8 @@ impl Recorder {
                     align,
                     zeroed,
                 } => {
-                    if let Some(k) = lanes::class_of(size, align as u64, self.lanes) {
-                        self.count_lane(addr, k)?;
+                    if let Some(k) = self.lanes.class_of(size, align as u64) {
+                        self.count_lane(addr, scope, k)?;
                         continue;
                     }
                     let kind = if zeroed {
@@ -370,10 +360,9 @@ impl Recorder {
                     self.push(addr, size, align as u64, kind, scope, NONE, site)?;
                 }
                 Event::Free { addr } => match self.live.remove(addr) {
-                    Some(id) if id >= LANE_MARK => {
+                    Some(mark) if mark >= LANE_MARK => {
                         self.tick();
-                        let k = (id - LANE_MARK) as usize;
-                        self.lane_live[k] = self.lane_live[k].saturating_sub(1);
+                        self.lanes.free(mark)?;
                     }
                     Some(id) => {
                         let t = self.tick();
@@ -393,7 +382,7 @@ impl Recorder {
                         // A lane request's chain: its cell is live until the chain ends.
                         let at = self.tick();
                         self.insert_live(new, mark, at)?;
-                        self.lane_reallocs += 1;
+                        self.lanes.realloc();
                     } else if let Some(prev) = prev {
                         let scope = self.records[prev as usize].scope;
                         let id = self.push(
@@ -492,14 +481,12 @@ impl Recorder {
         Ok(())
     }
 
-    /// Counts a lane request of class `k` at `addr` (see the module's documentation).
-    fn count_lane(&mut self, addr: usize, k: usize) -> Result<(), Abandon> {
+    /// Counts a lane request of class `k` at `addr`, in `scope` (see the module's
+    /// documentation).
+    fn count_lane(&mut self, addr: usize, scope: u32, k: usize) -> Result<(), Abandon> {
         let at = self.tick();
-        self.insert_live(addr, LANE_MARK + k as u32, at)?;
-        self.lane_requests += 1;
-        self.lane_live[k] += 1;
-        self.lane_most[k] = self.lane_most[k].max(self.lane_live[k]);
-        Ok(())
+        let mark = self.lanes.alloc(scope, k)?;
+        self.insert_live(addr, mark, at)
     }
 
     fn capture_site(&mut self) -> Result<u32, Abandon> {
@@ -524,16 +511,6 @@ impl Recorder {
         }
         frames.push(0); // terminator
         Ok(start)
-    }
-
-    /// The cells each lane class needs: the most live at once, plus those live at the end
-    /// (a later pass of the instance may still hold them); empty without lanes.
-    fn lane_cells(&self) -> Result<Vec<u32>, std::collections::TryReserveError> {
-        let n = lanes::classes_below(self.lanes);
-        let mut cells = Vec::new();
-        cells.try_reserve_exact(n)?;
-        cells.extend((0..n).map(|k| self.lane_most[k].saturating_add(self.lane_live[k])));
-        Ok(cells)
     }
 
     /// Ends the pass: its records become the profile (allocations still live are the
@@ -562,9 +539,7 @@ impl Recorder {
             records: std::mem::take(&mut self.records),
             uses: std::mem::take(&mut self.uses),
             frames: self.frames.take().unwrap_or_default(),
-            lane_requests: self.lane_requests,
-            lane_reallocs: self.lane_reallocs,
-            lane_cells: self.lane_cells().map_err(oom)?,
+            lanes: self.lanes.finish().map_err(oom)?,
         })
     }
 }

@@ -55,7 +55,9 @@
 //!
 //! A request small enough for the plan's lanes takes a free cell of its size class
 //! instead (see `lanes.rs`): it is matched to nothing and moves no cursor, and its hits
-//! are not in the clock the rules above count hits by.
+//! are not in the clock the rules above count hits by. Its node counts it, though: the
+//! profile listed the lane requests that escaped it by node and count (see
+//! `lane_count.rs`), and those go to the backend, as every escaping allocation does.
 
 use std::alloc::Layout;
 
@@ -363,9 +365,68 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     Ok(unsafe { pass.base.add(slot.offset as usize) })
 }
 
-/// A lane request: a free cell of its class (else see [`lane_borrow`]).
+/// A lane request: a free cell of its class (else see [`lane_borrow`]), unless the
+/// profile saw the node's request of this count escape (see [`lane_escape`]).
 #[inline]
 fn lane_alloc(
+    pass: &mut Context,
+    plan: &CompiledPlan,
+    inst: &Instance,
+    class: usize,
+    size: u64,
+) -> Result<*mut u8, MissReason> {
+    if !plan.lists_lane_escapes() {
+        return lane_cell(pass, plan, inst, class, size);
+    }
+    let node = pass.node;
+    // SAFETY: the cursors are written only by this thread, the instance's owner.
+    let listed = unsafe {
+        inst.cursors.with_mut(|cursors| {
+            let c = cursors.get_mut(node as usize)?;
+            let ordinal = c.lanes;
+            c.lanes = ordinal.wrapping_add(1);
+            (ordinal == c.escape).then_some(ordinal)
+        })
+    };
+    if let Some(ordinal) = listed {
+        return lane_escape(pass, plan, inst, class, size, ordinal);
+    }
+    lane_cell(pass, plan, inst, class, size)
+}
+
+/// A lane request the profile saw escape (the node's `ordinal`-th): served by the
+/// backend if its class is the profile's, else (the pass went another way) a cell as
+/// usual. The node's cursor moves on to its next escaping request.
+#[cold]
+#[inline(never)]
+fn lane_escape(
+    pass: &mut Context,
+    plan: &CompiledPlan,
+    inst: &Instance,
+    class: usize,
+    size: u64,
+    ordinal: u32,
+) -> Result<*mut u8, MissReason> {
+    let node = pass.node;
+    let (escapes, next) = plan.lane_escape(node, ordinal, class);
+    // SAFETY: as in `lane_alloc`.
+    unsafe {
+        inst.cursors.with_mut(|cursors| {
+            if let Some(c) = cursors.get_mut(node as usize) {
+                c.escape = next;
+            }
+        })
+    };
+    if escapes {
+        pass.undo = (node, LANE_COUNTED, ordinal);
+        return Err(MissReason::Escaping);
+    }
+    lane_cell(pass, plan, inst, class, size)
+}
+
+/// A free cell of class `class` (else see [`lane_borrow`]).
+#[inline(always)]
+fn lane_cell(
     pass: &mut Context,
     plan: &CompiledPlan,
     inst: &Instance,
@@ -391,7 +452,7 @@ fn lane_borrow(
     size: u64,
 ) -> Result<*mut u8, MissReason> {
     let Some(offset) = inst.lanes.alloc_above(&plan.lanes, class) else {
-        pass.undo = (pass.node, NO_SLOT, NO_SLOT); // no cursor moved
+        pass.undo = (pass.node, LANE_COUNTED, NO_SLOT);
         return Err(MissReason::Overlap);
     };
     lane_hit(pass, plan, offset, size)
@@ -509,13 +570,26 @@ pub(crate) unsafe fn undo(pass: &mut Context) {
     // SAFETY: the caller's contract; only this thread writes the cursors.
     unsafe {
         (*pass.inst).cursors.with_mut(|cursors| {
-            if let Some(c) = cursors.get_mut(node as usize) {
+            let Some(c) = cursors.get_mut(node as usize) else {
+                return;
+            };
+            if next == LANE_COUNTED {
+                c.lanes = c.lanes.wrapping_sub(1);
+                if pending != NO_SLOT {
+                    c.escape = pending; // the escaping request is still to come
+                }
+            } else {
                 c.next = next;
                 c.pending = pending;
             }
         })
     };
 }
+
+/// The `undo` of a lane request that missed: its node counted it (and, when `pending` is
+/// not `NO_SLOT`, it was the escaping request of that lane ordinal). Above every slot
+/// index (`MAX_SLOTS`), apart from `NO_SLOT`.
+const LANE_COUNTED: u32 = NO_SLOT - 1;
 
 /// Hands slot `index` of `inst` out if no live slot overlaps its addresses: the check and
 /// the occupant stores of the owner's side of the hand-off protocol (see `slab`).

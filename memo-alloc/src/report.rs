@@ -41,10 +41,11 @@ pub struct PassReport {
     pub allocations: u64,
     /// Allocation keys planned into the slab.
     pub planned: u64,
-    /// Allocation keys that escaped the pass.
+    /// Allocation keys that escaped the pass (lane requests that escaped among them).
     pub escaping: u64,
-    /// Allocations of the last profiled pass small enough for lanes: in replay they take
-    /// a cell of their size class, not a slot (see `Config::lanes`).
+    /// Allocations of the last profiled pass small enough for lanes that did not escape
+    /// it: in replay they take a cell of their size class, not a slot (see
+    /// `Config::lanes`).
     pub lane_requests: u64,
     /// Bytes of the plan's lane cells, in the slab above `height`.
     pub lane_bytes: u64,

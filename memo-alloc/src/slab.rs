@@ -516,7 +516,8 @@ impl Slabs {
     }
 
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are
-    /// dead (the `Slabs` may then be freed).
+    /// dead (the `Slabs` may then be freed). An idle instance still holding live cells
+    /// returns the pages outside the lane area, once.
     pub(crate) fn try_retire(&self) -> bool {
         let mut all = true;
         for i in self.published() {
@@ -531,6 +532,15 @@ impl Slabs {
                 continue;
             }
             if i.any_live() {
+                if !i.pinned.load(Ordering::Acquire) {
+                    // Put back with only cells live (a small block that outlived its
+                    // pass unseen by the profile): until they are freed, the instance
+                    // keeps the lane area resident, not the whole slab. (A pinned one
+                    // returned its pages when it was put back.)
+                    let returned = self.return_uncovered_pages(i, &i.live_slots());
+                    crate::stats::add(&crate::stats::GLOBAL.pages_returned_bytes, returned);
+                    i.pinned.store(true, Ordering::Release);
+                }
                 i.state.store(FREE, Ordering::Release);
                 all = false;
                 continue;

@@ -329,6 +329,24 @@ pub struct PlanLanes {
     /// Lane requests of the profiled pass (a pass's work that no slot stands for).
     #[serde(default)]
     pub requests: u64,
+    /// The lane requests that escaped the profiled pass: replay serves them from the
+    /// backend, as it does every escaping allocation (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escapes: Vec<LaneEscape>,
+}
+
+/// A lane request that escaped its pass: the `ordinal`-th lane request (from 0) of scope
+/// `scope`, of a `cell`-byte class. Replay counts each scope's lane requests and sends
+/// this one to the backend when its class is `cell`'s (a request of another class there
+/// means the pass went another way: it takes a cell as usual).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneEscape {
+    /// The scope (an index into the plan's scopes).
+    pub scope: u32,
+    /// Its index among the scope's lane requests.
+    pub ordinal: u32,
+    /// The cell size of its class: a power of two from 16 to the lanes' `max`.
+    pub cell: u64,
 }
 
 impl PlanLanes {
@@ -337,8 +355,9 @@ impl PlanLanes {
         self.max == 0
     }
 
-    /// Checks the bounds a slab can honour; the error names the field.
-    fn check(&self) -> Result<(), String> {
+    /// Checks the bounds a slab can honour, for a plan of `scopes` scopes; the error
+    /// names the field.
+    fn check(&self, scopes: usize) -> Result<(), String> {
         if !crate::lanes::valid_max(self.max) {
             return Err(format!(
                 "lanes.max {} is not 0 or a power of two from 16 to 4096",
@@ -366,6 +385,40 @@ impl PlanLanes {
                 crate::lanes::MAX_CELLS
             ));
         }
+        self.check_escapes(scopes)
+    }
+
+    /// Checks each escape's scope, ordinal and cell, and their order (by scope, then
+    /// ordinal, each named once).
+    fn check_escapes(&self, scopes: usize) -> Result<(), String> {
+        let mut previous: Option<(u32, u32)> = None;
+        for (i, e) in self.escapes.iter().enumerate() {
+            if e.scope as usize >= scopes {
+                return Err(format!(
+                    "lanes.escapes[{i}] refers to unknown scope {}",
+                    e.scope
+                ));
+            }
+            if e.ordinal as u64 >= self.requests {
+                return Err(format!(
+                    "lanes.escapes[{i}] has ordinal {} in a plan of {} lane requests",
+                    e.ordinal, self.requests
+                ));
+            }
+            if !e.cell.is_power_of_two() || e.cell < crate::lanes::cell_size(0) || e.cell > self.max
+            {
+                return Err(format!(
+                    "lanes.escapes[{i}] has cell {}, not a lane class of at most {} bytes",
+                    e.cell, self.max
+                ));
+            }
+            if previous.is_some_and(|p| p >= (e.scope, e.ordinal)) {
+                return Err(format!(
+                    "lanes.escapes[{i}] is out of order (by scope, then ordinal, each once)"
+                ));
+            }
+            previous = Some((e.scope, e.ordinal));
+        }
         Ok(())
     }
 
@@ -392,7 +445,7 @@ impl PlanFile {
                 self.height
             ));
         }
-        self.lanes.check()?;
+        self.lanes.check(self.scopes.len())?;
         // The lane area starts at the height aligned to a cell of at most 4 KiB.
         if self.height + 4096 + self.lanes.bytes() > MAX_SLAB_HEIGHT {
             return Err(format!(

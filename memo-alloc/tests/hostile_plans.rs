@@ -9,7 +9,9 @@ use std::hint::black_box;
 use std::path::Path;
 
 use common::{is_child, max_rss_bytes, run_child, scratch};
-use memo_alloc::trace::{PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use memo_alloc::trace::{
+    LaneEscape, PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
+};
 use memo_alloc::{MemoAlloc, PlanRejection};
 
 #[global_allocator]
@@ -112,6 +114,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         max: 48,
         cells: vec![1, 1],
         requests: 2,
+        ..PlanLanes::default()
     };
     write(&dir, "hostile-lanes-max.1.plan.json", &p);
     let mut p = plan("hostile-lanes-cells");
@@ -119,6 +122,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         max: 64,
         cells: vec![1 << 25],
         requests: 2,
+        ..PlanLanes::default()
     };
     write(&dir, "hostile-lanes-cells.1.plan.json", &p);
     let mut p = plan("hostile-lanes-height");
@@ -126,8 +130,22 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         max: 4096,
         cells: vec![0, 0, 0, 0, 0, 0, 0, 0, 1 << 24],
         requests: 2,
+        ..PlanLanes::default()
     };
     write(&dir, "hostile-lanes-height.1.plan.json", &p);
+    // An escaping lane request of a scope the plan does not have.
+    let mut p = plan("hostile-lanes-escape");
+    p.lanes = PlanLanes {
+        max: 64,
+        cells: vec![1],
+        requests: 2,
+        escapes: vec![LaneEscape {
+            scope: 99,
+            ordinal: 0,
+            cell: 16,
+        }],
+    };
+    write(&dir, "hostile-lanes-escape.1.plan.json", &p);
     // Another program's valid plan.
     write(&dir, "elsewhere.3.plan.json", &plan("another-program"));
     let stderr = run_child("child_hostile", &[("MEMO_PLAN_DIR", dir.to_str().unwrap())]);
@@ -135,7 +153,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         .lines()
         .filter(|l| l.starts_with("memomalloc: rejected plan file"))
         .collect();
-    assert_eq!(rejections.len(), 9, "one line per bad file:\n{stderr}");
+    assert_eq!(rejections.len(), 10, "one line per bad file:\n{stderr}");
     for (file, reason) in [
         ("hostile-ordinal.1.plan.json", "ordinal"),
         ("hostile-occurrence.1.plan.json", "occurrence"),
@@ -146,6 +164,10 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
         ("hostile-lanes-max.1.plan.json", "lanes.max 48"),
         ("hostile-lanes-cells.1.plan.json", "lanes.cells[0]"),
         ("hostile-lanes-height.1.plan.json", "lanes of"),
+        (
+            "hostile-lanes-escape.1.plan.json",
+            "lanes.escapes[0] refers to unknown scope 99",
+        ),
     ] {
         assert!(
             rejections
@@ -173,7 +195,7 @@ fn child_hostile() {
     assert_eq!(s.plan_files_loaded, 2, "{s:?}");
     assert_eq!(
         s.plan_files_rejected[PlanRejection::Invalid as usize],
-        7,
+        8,
         "{s:?}"
     );
     assert_eq!(

@@ -1046,7 +1046,11 @@ fn run_proptest(a: &'static Alloc, prefix: &str, shape: Shape, cases: u32) {
                 "no {name} misses: {misses:?}"
             );
         }
-        assert!(get(&totals.panicked) > 0 && get(&totals.reprofiled) > 0);
+        assert!(get(&totals.panicked) > 0);
+        // With lanes most of these small programs' divergences are lane requests, which
+        // take cells (and their escapes go to the backend, as the profile saw them): a
+        // run re-profiles 0-10 keys, and re-profiling is covered by the runs without.
+        assert!(lanes() > 0 || get(&totals.reprofiled) > 0);
     }
 }
 

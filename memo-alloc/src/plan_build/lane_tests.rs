@@ -1,12 +1,13 @@
 //! Property tests of lanes in plans: a profile recorded whole and one whose lane requests
-//! the recorder counted plan alike, and the cells are what the requests need.
+//! the recorder counted plan alike, the cells are what the requests need, and the
+//! escaping lane requests are listed.
 
 use crate::lanes;
 use crate::plan_build::plan_profile;
 use crate::plan_lanes::{lane_classes, lane_of};
 use crate::profile::{Profile, LIVE};
 use crate::recorder::{Bounds, Recorder};
-use crate::trace::PlanLanes;
+use crate::trace::{LaneEscape, PlanLanes};
 use memo_planner::OffsetStrategy;
 use proptest::prelude::*;
 
@@ -89,11 +90,8 @@ fn plan(profile: Profile, max: u64) -> crate::trace::PlanFile {
     plan_profile(profile, OffsetStrategy::GreedyBySize, &[], &lanes, drop)
 }
 
-/// The cells each class needs, worked out afresh from a profile of every request: at
-/// each lane request, the cells of its class live (a chain's until the chain ends,
-/// one never freed or lost for good), plus those never freed.
-fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
-    let lane = lane_classes(&p.records, max);
+/// When each record's chain ends, by root (`LIVE`: it escapes, never freed or lost).
+fn chain_ends(p: &Profile) -> Vec<u64> {
     let mut root = vec![0usize; p.records.len()];
     let mut end = vec![0u64; p.records.len()];
     for (i, r) in p.records.iter().enumerate() {
@@ -101,6 +99,15 @@ fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
         let e = if r.escaping() { LIVE } else { r.free };
         end[root[i]] = end[root[i]].max(e);
     }
+    end
+}
+
+/// The cells each class needs, worked out afresh from a profile of every request: at
+/// each lane request, the cells of its class live (a chain's until the chain ends,
+/// one never freed or lost for good), plus those never freed.
+fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
+    let lane = lane_classes(&p.records, max);
+    let end = chain_ends(p);
     let mut cells = vec![0u32; lanes::classes_below(max)];
     for (k, n) in cells.iter_mut().enumerate() {
         let chains: Vec<(u64, u64)> = (0..p.records.len())
@@ -116,6 +123,29 @@ fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
         *n = (most + never) as u32;
     }
     cells
+}
+
+/// The lane requests whose chains escape, worked out afresh: each scope's lane requests
+/// numbered in order, those whose chains never end.
+fn escapes_by_brute_force(p: &Profile, max: u64) -> Vec<LaneEscape> {
+    let lane = lane_classes(&p.records, max);
+    let end = chain_ends(p);
+    let mut escapes = Vec::new();
+    for scope in 0..p.scopes.len() as u32 {
+        let requests = (0..p.records.len())
+            .filter(|&i| p.records[i].scope == scope)
+            .filter_map(|i| Some((i, lane_of(&lane, i as u32)?)));
+        for (ordinal, (i, k)) in (0u32..).zip(requests) {
+            if end[i] == LIVE {
+                escapes.push(LaneEscape {
+                    scope,
+                    ordinal,
+                    cell: lanes::cell_size(k),
+                });
+            }
+        }
+    }
+    escapes
 }
 
 proptest! {
@@ -136,7 +166,7 @@ proptest! {
 
     /// Lane requests take no slot: each scope's slots are its other requests, their
     /// ordinals dense from 0; the lanes hold, per class, the most requests live at
-    /// once plus those never freed.
+    /// once plus those never freed, and list those that escape by scope and count.
     #[test]
     fn lane_requests_take_cells_not_slots(
         steps in prop::collection::vec(step(), 0..200),
@@ -151,6 +181,7 @@ proptest! {
             .collect();
         let lane_requests = lane.iter().filter(|&&k| k > 0).count() as u64;
         let cells = cells_by_brute_force(&profile, max);
+        let escapes = escapes_by_brute_force(&profile, max);
         let p = plan(profile, max);
         prop_assert_eq!(p.slots.len(), keyed.len());
         let mut next = [0u32; 2];
@@ -163,6 +194,7 @@ proptest! {
         prop_assert_eq!(p.lanes.max, max);
         prop_assert_eq!(p.lanes.requests, lane_requests);
         prop_assert_eq!(&p.lanes.cells, &cells);
+        prop_assert_eq!(&p.lanes.escapes, &escapes);
         prop_assert_eq!(p.check(), Ok(()));
     }
 }
@@ -175,6 +207,7 @@ fn cells_never_shrink_across_profiles() {
         max: 64,
         cells: vec![5, 0, 7],
         requests: 0,
+        ..PlanLanes::default()
     };
     let p = plan_profile(
         record(&steps, 64),
