@@ -89,8 +89,9 @@ pub struct Config {
     /// Number of replayed passes over which misses are counted.
     pub miss_window: u32,
     /// New plans serve requests of at most this many bytes (size and alignment) from
-    /// size-class lanes of the slab instead of planned slots (`MEMO_LANES`; 0: none; else
-    /// a power of two from 16 to 4096). See the crate's `lanes` module.
+    /// size-class lanes of the slab instead of planned slots (`MEMO_LANES`; default 256;
+    /// 0: none, every request matched to a slot; else a power of two from 16 to 4096).
+    /// See the crate's `lanes` module.
     pub lanes: u64,
 }
 
@@ -108,7 +109,7 @@ impl Default for Config {
             max_profile_bytes: 1 << 29,
             replan_miss_ratio: 0.05,
             miss_window: 3,
-            lanes: 0,
+            lanes: 256,
         }
     }
 }

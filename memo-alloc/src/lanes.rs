@@ -6,7 +6,8 @@
 //! pass-end stamp) and a planner buffer (56 bytes while planning): 13 MB of tables for
 //! the plan's lifetime and 30 MB more while it is made, for under a megabyte of data.
 //!
-//! With lanes (`Config::lanes`), a request of at most `max` bytes (size and alignment)
+//! With lanes (`Config::lanes`, 256 bytes by default), a request of at most `max` bytes
+//! (size and alignment)
 //! takes no slot: it takes a free *cell* of its size class (16, 32, ... `max` bytes, a
 //! power of two) from the lane area at the top of the slab. A profile counts, per class,
 //! the most such requests it had live at once (and those still live at its end, which a
@@ -21,10 +22,12 @@
 //! A request whose class is full takes a cell of the smallest class above it that has
 //! one (a bucket's smaller shape moves requests down a class: the classes above have
 //! cells to spare); when those are full too (the pass has more live than any profile
-//! had), it goes to the backend as an overlap miss. Lanes never move a node's cursor:
-//! the planned sequence holds only the larger requests, so an inserted or missing small
-//! allocation does not disturb matching either. Cells are aligned to their size: classes are laid out largest
-//! first from an offset aligned to the largest cell, and slab bases are chunk-aligned.
+//! had), it goes to the backend as an overlap miss. A lane request the profile saw escape
+//! its pass goes to the backend instead (see `lane_count.rs`). Lanes never move a node's
+//! place in its slots: the planned sequence holds only the larger requests, so an
+//! inserted or missing small allocation does not disturb matching either. Cells are
+//! aligned to their size: classes are laid out largest first from an offset aligned to
+//! the largest cell, and slab bases are chunk-aligned.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 

@@ -64,9 +64,9 @@
 //! `MEMO_PLAN_DIR=<dir>` (load plans written earlier; their keys skip profiling),
 //! `MEMO_BACKTRACE=1` (capture call sites while profiling), `MEMO_MAX_PLANS=<n>`,
 //! `MEMO_MAX_PROFILE_EVENTS=<n>`, `MEMO_MAX_PROFILE_BYTES=<n>`, `MEMO_LANES=<bytes>`
-//! (opt-in: requests up to that size replay from size-class cells of the slab instead of
-//! planned slots; smaller tables and profiles for passes of many tiny allocations). See
-//! [`Config`].
+//! (default 256: requests up to that size replay from size-class cells of the slab instead
+//! of planned slots, which keeps tables and profiles small for passes of many tiny
+//! allocations; 0: every request from a planned slot). See [`Config`].
 
 #![warn(missing_docs)]
 

@@ -122,7 +122,7 @@ fn child_trace() {
     assert_eq!(out.len(), 333);
 }
 
-/// Without lanes (the default): every allocation key gets a slot.
+/// Without lanes (`MEMO_LANES=0`): every allocation key gets a slot.
 #[test]
 fn trace_dir_gets_trace_and_plan_documents() {
     let dir = scratch("trace");

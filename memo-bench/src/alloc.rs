@@ -50,9 +50,9 @@ pub enum Allocator {
     /// An ahead-of-time arena serving each thread's recorded pass unchecked, over glibc
     /// ([`crate::arena`]).
     Static = 6,
-    /// memomalloc over `System` with lanes of 256 bytes (`MEMO_LANES=256`): small
-    /// requests replay from size-class cells instead of planned slots.
-    MemoLanes = 7,
+    /// memomalloc over `System` without lanes (`MEMO_LANES=0`): every request replays
+    /// from a planned slot, small ones too (memo before lanes became its default).
+    MemoSlots = 7,
 }
 
 impl Allocator {
@@ -65,16 +65,16 @@ impl Allocator {
         Allocator::Memo,
         Allocator::MemoJemalloc,
         Allocator::Static,
-        Allocator::MemoLanes,
+        Allocator::MemoSlots,
     ];
 
-    /// The allocators a run compares unless told otherwise: all but `memo-lanes` (an
-    /// opt-in setting of memo, compared on request: `--allocators memo,memo-lanes,...`),
-    /// which comes last in [`Allocator::ALL`].
+    /// The allocators a run compares unless told otherwise: all but `memo-slots` (a
+    /// setting of memo, compared on request: `--allocators memo,memo-slots,...`), which
+    /// comes last in [`Allocator::ALL`].
     pub const DEFAULT: &'static [Allocator] = Allocator::ALL.split_at(7).0;
 
     /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`, `memo-jemalloc`,
-    /// `static`, `memo-lanes`).
+    /// `static`, `memo-slots`).
     pub fn name(self) -> &'static str {
         match self {
             Allocator::Glibc => "glibc",
@@ -84,7 +84,7 @@ impl Allocator {
             Allocator::Memo => "memo",
             Allocator::MemoJemalloc => "memo-jemalloc",
             Allocator::Static => "static",
-            Allocator::MemoLanes => "memo-lanes",
+            Allocator::MemoSlots => "memo-slots",
         }
     }
 
@@ -97,7 +97,7 @@ impl Allocator {
     pub fn is_memo(self) -> bool {
         matches!(
             self,
-            Allocator::Memo | Allocator::MemoJemalloc | Allocator::MemoLanes
+            Allocator::Memo | Allocator::MemoJemalloc | Allocator::MemoSlots
         )
     }
 
@@ -125,7 +125,7 @@ pub fn selected() -> Allocator {
         4 => Allocator::Memo,
         5 => Allocator::MemoJemalloc,
         6 => Allocator::Static,
-        7 => Allocator::MemoLanes,
+        7 => Allocator::MemoSlots,
         _ => Allocator::Glibc,
     }
 }
@@ -258,13 +258,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memo_lanes_is_compared_only_when_asked_for() {
-        assert_eq!(Allocator::parse("memo-lanes"), Some(Allocator::MemoLanes));
-        assert!(!Allocator::DEFAULT.contains(&Allocator::MemoLanes));
+    fn memo_slots_is_compared_only_when_asked_for() {
+        assert_eq!(Allocator::parse("memo-slots"), Some(Allocator::MemoSlots));
+        assert_eq!(
+            Allocator::parse("memo-lanes"),
+            None,
+            "lanes are memo's default"
+        );
+        assert!(!Allocator::DEFAULT.contains(&Allocator::MemoSlots));
         assert_eq!(Allocator::DEFAULT.len() + 1, Allocator::ALL.len());
-        assert!(Allocator::MemoLanes.is_memo());
-        let env = crate::harness::memo_lanes(Allocator::MemoLanes);
-        assert_eq!(env.map(|(k, _)| k), Some("MEMO_LANES"));
-        assert_eq!(crate::harness::memo_lanes(Allocator::Memo), None);
+        assert!(Allocator::MemoSlots.is_memo());
+        let env = crate::harness::memo_env(Allocator::MemoSlots);
+        assert_eq!(env, Some(("MEMO_LANES", "0")));
+        assert_eq!(crate::harness::memo_env(Allocator::Memo), None);
     }
 }

@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, global = true, value_delimiter = ',')]
     size: Vec<usize>,
     /// Allocators, comma-separated (glibc, jemalloc, jemalloc-tuned, mimalloc, memo,
-    /// memo-jemalloc, static, memo-lanes; default: all but memo-lanes).
+    /// memo-jemalloc, static, memo-slots; default: all but memo-slots).
     #[arg(long, value_delimiter = ',')]
     allocators: Vec<String>,
     /// Thread counts, comma-separated (default 1,2,4,8).

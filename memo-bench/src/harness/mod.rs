@@ -21,13 +21,11 @@ pub fn jemalloc_conf(allocator: Allocator) -> Option<(&'static str, &'static str
     (allocator == Allocator::JemallocTuned).then_some(("_RJEM_MALLOC_CONF", JEMALLOC_TUNED_CONF))
 }
 
-/// Environment a child of `allocator` needs for memo's settings: `MEMO_LANES` for
-/// `memo-lanes` (256 unless the caller set another bound), none for the others.
-pub fn memo_lanes(allocator: Allocator) -> Option<(&'static str, String)> {
-    (allocator == Allocator::MemoLanes).then(|| {
-        let set = std::env::var("MEMO_LANES").ok().filter(|v| v.trim() != "0");
-        ("MEMO_LANES", set.unwrap_or_else(|| "256".to_string()))
-    })
+/// Environment a child of `allocator` needs for memo's settings: `MEMO_LANES=0` for
+/// `memo-slots`, none for the others (`memo` runs with memo's defaults, or the caller's
+/// `MEMO_*` settings).
+pub fn memo_env(allocator: Allocator) -> Option<(&'static str, &'static str)> {
+    (allocator == Allocator::MemoSlots).then_some(("MEMO_LANES", "0"))
 }
 
 /// What one child runs.

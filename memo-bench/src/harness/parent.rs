@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{jemalloc_conf, memo_lanes, CellResult, CellSpec};
+use super::{jemalloc_conf, memo_env, CellResult, CellSpec};
 use crate::alloc::{Allocator, ALLOCATOR_ENV};
 
 /// One (workload, threads, compute) point: every allocator runs it.
@@ -118,7 +118,7 @@ pub fn spawn(
     if let Some((k, v)) = jemalloc_conf(allocator) {
         cmd.env(k, v);
     }
-    if let Some((k, v)) = memo_lanes(allocator) {
+    if let Some((k, v)) = memo_env(allocator) {
         cmd.env(k, v);
     }
     if let Some(d) = trace_dir {

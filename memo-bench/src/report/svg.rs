@@ -14,7 +14,7 @@ const COLORS: [(&str, &str); 7] = [
     ("mimalloc", "#2ca02c"),
     ("memo", "#000000"),
     ("memo-jemalloc", "#9467bd"),
-    ("memo-lanes", "#ff7f0e"),
+    ("memo-slots", "#ff7f0e"),
 ];
 
 /// The colour of an allocator in every plot.

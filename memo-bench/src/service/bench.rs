@@ -211,7 +211,7 @@ fn start_server(setup: &Setup, allocator: Allocator) -> Result<(Server, String),
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    if let Some((k, v)) = crate::harness::memo_lanes(allocator) {
+    if let Some((k, v)) = crate::harness::memo_env(allocator) {
         cmd.env(k, v);
     }
     if let Some((k, v)) = jemalloc_conf(allocator) {
