@@ -194,11 +194,13 @@ fn take_in(word: &AtomicU64, w: usize, c: &Class, class: usize) -> Option<u64> {
             return None;
         }
         // Acquire: the free that cleared the bit (Release) happens-before the cell's reuse.
-        let before = word.fetch_or(1 << bit, Ordering::Acquire);
-        if before & (1 << bit) == 0 {
+        // Only the bit's old value is read, so that x86 sets it with one `lock bts`
+        // (reading the whole word back compiled to a compare-exchange loop).
+        let mask = 1u64 << bit;
+        if word.fetch_or(mask, Ordering::Acquire) & mask == 0 {
             return Some(c.offset + ((cell as u64) << (MIN_CELL_LOG2 as usize + class)));
         }
-        seen = before; // another context took it first
+        seen = word.load(Ordering::Relaxed); // another context took it first
     }
 }
 
