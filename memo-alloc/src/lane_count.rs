@@ -10,6 +10,10 @@
 //! The recorder's live table maps a live lane request's address to [`LANE_MARK`] plus its
 //! entry here; an entry lives until the request's chain is freed. Only live requests have
 //! entries (a pass of 300,000 lane requests holds a few thousand at once).
+//!
+//! A chain grows in its cell while it fits; a realloc past the cell moves it, in replay, to
+//! a cell of the larger class (or, past the lanes, to the backend: it leaves them), so the
+//! count moves it too: the chain is live in one class at a time.
 
 use std::collections::TryReserveError;
 
@@ -22,11 +26,17 @@ use crate::trace::LaneEscape;
 /// stay below it.
 pub(crate) const LANE_MARK: u32 = 1 << 31;
 
+/// [`Entry::class`] of a chain that grew past the lanes (replay moved it to the backend).
+const LEFT: u8 = u8::MAX;
+
 /// A lane request the recorder has seen allocated and not yet freed.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     scope: u32,
     ordinal: u32,
+    /// The request's class (what replay finds at its count).
+    first: u8,
+    /// The class of the chain's cell now ([`LEFT`]: it grew past the lanes).
     class: u8,
     /// Still live: its chain was not freed (an entry whose address was handed out again
     /// before its free was seen stays live: its lifetime is unknown, so it escapes).
@@ -108,6 +118,7 @@ impl LaneCount {
         let entry = Entry {
             scope,
             ordinal,
+            first: class as u8,
             class: class as u8,
             live: true,
         };
@@ -128,9 +139,27 @@ impl LaneCount {
         Ok(LANE_MARK + index)
     }
 
-    /// A lane request's chain went on with a realloc (its entry stays as it is).
-    pub(crate) fn realloc(&mut self) {
+    /// The chain of live-table value `mark` went on with a realloc to `size` bytes aligned
+    /// to `align`: past its cell, it moves to the class of that size (or leaves the lanes).
+    pub(crate) fn realloc(&mut self, mark: u32, size: u64, align: u64) {
         self.reallocs += 1;
+        let Some(e) = self.entries.get_mut((mark - LANE_MARK) as usize) else {
+            debug_assert!(false, "a lane mark without its entry");
+            return;
+        };
+        if e.class == LEFT || size <= lanes::cell_size(e.class as usize) {
+            return; // on the backend already, or in place
+        }
+        let k = e.class as usize;
+        self.live[k] = self.live[k].saturating_sub(1);
+        match lanes::class_of(size, align, self.max) {
+            Some(k) => {
+                e.class = k as u8;
+                self.live[k] += 1;
+                self.most[k] = self.most[k].max(self.live[k]);
+            }
+            None => e.class = LEFT,
+        }
     }
 
     /// The chain of live-table value `mark` was freed.
@@ -142,8 +171,10 @@ impl LaneCount {
         };
         debug_assert!(e.live, "a lane entry freed twice");
         e.live = false;
-        let k = e.class as usize;
-        self.live[k] = self.live[k].saturating_sub(1);
+        if e.class != LEFT {
+            let k = e.class as usize;
+            self.live[k] = self.live[k].saturating_sub(1);
+        }
         try_grow(&mut self.vacant).map_err(|_| AbandonReason::OutOfMemory)?;
         self.vacant.push(index);
         Ok(())
@@ -164,7 +195,7 @@ impl LaneCount {
         escapes.extend(live.map(|e| LaneEscape {
             scope: e.scope,
             ordinal: e.ordinal,
-            cell: lanes::cell_size(e.class as usize),
+            cell: lanes::cell_size(e.first as usize),
         }));
         escapes.sort_unstable_by_key(|e| (e.scope, e.ordinal));
         let counted = self.max > 0;
@@ -252,8 +283,9 @@ mod tests {
         }
     }
 
-    /// Ordinals count each scope's lane requests; what is live at the end escapes; a
-    /// freed entry is reused without disturbing the others.
+    /// Ordinals count each scope's lane requests; what is live at the end escapes, named
+    /// by its request's class; a chain that outgrows its cell moves to the larger class;
+    /// a freed entry is reused without disturbing the others.
     #[test]
     fn escapes_are_named_by_scope_and_count() {
         let mut c = LaneCount::new(64).unwrap();
@@ -263,7 +295,8 @@ mod tests {
         c.free(a).unwrap();
         let d = c.alloc(0, 1).unwrap(); // scope 0, #1: takes `a`'s entry
         assert_eq!(d, a, "a freed entry is reused");
-        c.realloc(); // `d`'s chain goes on
+        c.realloc(d, 30, 8); // in its 32-byte cell
+        c.realloc(d, 60, 8); // moves to a 64-byte cell, beside `b`
         let e = c.alloc(0, 0).unwrap(); // scope 0, #2
         c.free(e).unwrap();
         c.alloc(7, 0).unwrap(); // a scope the recorder does not have: never listed
@@ -271,9 +304,23 @@ mod tests {
         let counted = c.finish().unwrap();
         assert_eq!(counted.escapes, [escape(0, 1, 32), escape(1, 0, 64)]);
         assert_eq!(counted.per_scope, [3, 1]);
-        assert_eq!((counted.requests, counted.reallocs), (5, 1));
+        assert_eq!((counted.requests, counted.reallocs), (5, 2));
         // Per class, the most live at once plus those live at the end.
-        assert_eq!(counted.cells, [1 + 1, 1 + 1, 1 + 1]);
+        assert_eq!(counted.cells, [1 + 1, 1, 2 + 2]);
+    }
+
+    /// A chain that outgrows the lanes leaves them: its cell is free, and it is no
+    /// longer counted live, though it still escapes as the request it was.
+    #[test]
+    fn a_chain_past_the_lanes_leaves_them() {
+        let mut c = LaneCount::new(64).unwrap();
+        let a = c.alloc(0, 0).unwrap();
+        c.realloc(a, 100, 8);
+        let b = c.alloc(0, 0).unwrap();
+        c.free(b).unwrap();
+        let counted = c.finish().unwrap();
+        assert_eq!(counted.cells, [1, 0, 0], "one 16-byte cell live at once");
+        assert_eq!(counted.escapes, [escape(0, 0, 16)]);
     }
 
     /// A helper's counts join the pass's: its scopes renumbered, its root's ordinals

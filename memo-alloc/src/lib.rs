@@ -444,6 +444,15 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if new_size as u64 <= unsafe { replay::capacity(owner, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
+        if let (Hot::Replay, pass) = tls::hot_pass() {
+            // SAFETY: `hot == Replay`: this thread's running pass; `ptr` is a live slab
+            // pointer that outgrew its place.
+            if let Some(new) =
+                unsafe { replay::lane_grow(&mut *pass, owner, ptr, layout, new_size) }
+            {
+                return new; // a lane chain moved to a larger cell
+            }
+        }
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
             return std::ptr::null_mut();
         };

@@ -6,7 +6,7 @@
 //! the same plan.
 
 use crate::lanes;
-use crate::profile::{Profile, Record};
+use crate::profile::{Profile, Record, LIVE, NONE};
 use crate::trace::{contexts_of, LaneEscape, PlanLanes, MAX_LANE_REQUESTS};
 
 /// Per record, `1 + k` when its request takes a lane cell of class `k` in replay (an
@@ -34,11 +34,13 @@ pub(crate) fn lane_of(lane: &[u8], root: u32) -> Option<usize> {
 }
 
 /// The plan's lanes: per class, the most of its lane requests a context had live at once
-/// (a chain's cell counted live until the chain's end), summed over the contexts (they
-/// run concurrently), plus those still live at the pass's end (a later pass may find
-/// them in the instance still); at least `earlier.cells`, so that plans converge. The
-/// requests the recorder counted instead of recording come with their cells. The lane
-/// requests whose chains escape the pass are listed (see [`lane_escapes`]).
+/// (a chain live in its cell until the chain's end, or until a realloc moved it to a
+/// larger class: see [`stays`]), summed over the contexts (they run concurrently), plus
+/// those still live at the pass's end (a later pass may find them in the instance still);
+/// at least `earlier.cells`, so that plans converge. The requests the recorder counted
+/// instead of recording come with their cells. The lane requests whose chains escape the
+/// pass are listed (see [`lane_escapes`]). Called after the chains are folded into their
+/// roots.
 pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) -> PlanLanes {
     let max = earlier.max;
     if max == 0 {
@@ -46,12 +48,13 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
     }
     let (context_of, _) = contexts_of(&profile.scopes);
     let classes = lanes::classes_below(max);
-    // The recorded lane requests, by context and class (one pass over the records).
-    let mut groups: Vec<((u32, usize), &Record)> = (0u32..)
-        .zip(&profile.records)
-        .filter_map(|(root, r)| {
-            let context = context_of.get(r.scope as usize).copied().unwrap_or(0);
-            Some(((context, lane_of(lane, root)?), r))
+    // The recorded chains' stays in cells, by context and class.
+    let mut groups: Vec<((u32, usize), Stay)> = stays(&profile.records, lane, max)
+        .into_iter()
+        .map(|s| {
+            let scope = profile.records[s.root as usize].scope;
+            let context = context_of.get(scope as usize).copied().unwrap_or(0);
+            ((context, s.class), s)
         })
         .collect();
     groups.sort_unstable_by_key(|&(group, _)| group);
@@ -60,7 +63,7 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
         .collect();
     for group in groups.chunk_by(|a, b| a.0 == b.0) {
         let k = group[0].0 .1;
-        cells[k] += most_live(group.iter().map(|&(_, r)| r));
+        cells[k] += most_live(group.iter().map(|&(_, s)| (s.from, s.to)));
     }
     let cells = cells
         .iter()
@@ -111,10 +114,80 @@ fn lane_escapes(profile: &Profile, lane: &[u8]) -> Vec<LaneEscape> {
     escapes
 }
 
-/// The most of `records` live at once, plus those never freed (escaping).
-fn most_live<'a>(records: impl Iterator<Item = &'a Record> + Clone) -> u64 {
-    let mut allocs: Vec<u64> = records.clone().map(|r| r.alloc).collect();
-    let mut frees: Vec<u64> = records.filter(|r| !r.escaping()).map(|r| r.free).collect();
+/// A stretch of a recorded lane chain in one cell: replay grows a chain in its cell while
+/// it fits and moves it to a cell of the larger class when a realloc outgrows it (past
+/// the lanes, to the backend: the chain leaves them).
+#[derive(Clone, Copy, Debug)]
+struct Stay {
+    /// The chain's root record.
+    root: u32,
+    class: usize,
+    /// From the request (or the realloc that moved the chain here) to the realloc that
+    /// moved it on, or the chain's end ([`LIVE`]: never, it escapes).
+    from: u64,
+    to: u64,
+}
+
+/// The stays of the recorded lane chains, their roots already folded (a root's free is its
+/// chain's end).
+fn stays(records: &[Record], lane: &[u8], max: u64) -> Vec<Stay> {
+    let mut out = Vec::new();
+    if lane.is_empty() {
+        return out;
+    }
+    // Per record of a lane chain: its root; per root: the stay open now (none once the
+    // chain left the lanes).
+    let mut root_of = vec![NONE; records.len()];
+    let mut open: Vec<Option<(usize, u64)>> = vec![None; records.len()];
+    for (i, r) in (0u32..).zip(records) {
+        if let Some(k) = lane_of(lane, i) {
+            root_of[i as usize] = i;
+            open[i as usize] = Some((k, r.alloc));
+            continue;
+        }
+        let Some(root) = r.parent().and_then(|p| root_of.get(p as usize).copied()) else {
+            continue;
+        };
+        if root == NONE {
+            continue;
+        }
+        root_of[i as usize] = root;
+        let Some((k, from)) = open[root as usize] else {
+            continue; // on the backend since it left the lanes
+        };
+        if r.size <= lanes::cell_size(k) {
+            continue; // grows (or shrinks) in place
+        }
+        out.push(Stay {
+            root,
+            class: k,
+            from,
+            to: r.alloc,
+        });
+        open[root as usize] = lanes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
+    }
+    for (root, stay) in (0u32..).zip(open) {
+        if let Some((class, from)) = stay {
+            let r = &records[root as usize];
+            let to = if r.escaping() { LIVE } else { r.free };
+            out.push(Stay {
+                root,
+                class,
+                from,
+                to,
+            });
+        }
+    }
+    out
+}
+
+/// The most of the stays `from..to` live at once, plus those never ended (escaping).
+fn most_live(stays: impl Iterator<Item = (u64, u64)> + Clone) -> u64 {
+    let mut allocs: Vec<u64> = stays.clone().map(|(from, _)| from).collect();
+    let mut frees: Vec<u64> = stays
+        .filter(|&(_, to)| to != LIVE)
+        .map(|(_, to)| to)
+        .collect();
     let escaping = (allocs.len() - frees.len()) as u64;
     allocs.sort_unstable();
     frees.sort_unstable();

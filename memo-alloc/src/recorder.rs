@@ -379,10 +379,10 @@ impl Recorder {
                 } => {
                     let prev = self.live.remove(old);
                     if let Some(mark) = prev.filter(|&id| id >= LANE_MARK) {
-                        // A lane request's chain: its cell is live until the chain ends.
+                        // A lane request's chain: live in a cell until the chain ends.
                         let at = self.tick();
                         self.insert_live(new, mark, at)?;
-                        self.lanes.realloc();
+                        self.lanes.realloc(mark, size, align as u64);
                     } else if let Some(prev) = prev {
                         let scope = self.records[prev as usize].scope;
                         let id = self.push(

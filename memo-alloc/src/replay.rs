@@ -824,6 +824,44 @@ pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
         .map_or(0, |s| s.size)
 }
 
+/// A realloc of lane cell `p` past its cell, in the replayed pass that holds the cell's
+/// instance: the chain moves to a free cell of the new size's class (or of a class above,
+/// as [`lane_borrow`]), its bytes copied, the old cell freed. A profile counts the chain
+/// in that class from the realloc on (see `lane_count.rs`). `None` when `p` is a slot or a
+/// cell of another instance, the new size is past the lanes or no cell is free: the
+/// caller moves the chain to the backend.
+///
+/// # Safety
+/// As [`slab_place`] for `inst` and `p` (`layout` is `p`'s); `pass` is this thread's
+/// running replayed pass; `new_size` exceeds `p`'s [`capacity`].
+pub(crate) unsafe fn lane_grow(
+    pass: &mut Context,
+    inst: *mut (),
+    p: *mut u8,
+    layout: Layout,
+    new_size: usize,
+) -> Option<*mut u8> {
+    // SAFETY: forwarded contract.
+    let (inst, plan, offset) = unsafe { slab_place(inst, p) }?;
+    if !std::ptr::eq(inst, pass.inst) || !plan.lanes.holds(offset) {
+        return None;
+    }
+    let class = lanes::class_of(new_size as u64, layout.align() as u64, plan.lanes.max)?;
+    let to = (inst.lanes.alloc(&plan.lanes, class))
+        .or_else(|| inst.lanes.alloc_above(&plan.lanes, class))?;
+    debug_assert!(to + new_size as u64 <= plan.height && layout.size() < new_size);
+    // SAFETY: the new cell lies in the lane area, below `height`, which the instance spans
+    // from `base`; it was free, so it does not overlap `p`'s cell, whose first
+    // `layout.size()` bytes are the program's.
+    let new = unsafe {
+        let new = pass.base.add(to as usize);
+        std::ptr::copy_nonoverlapping(p, new, layout.size());
+        new
+    };
+    inst.lanes.free(&plan.lanes, offset);
+    Some(new)
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -324,6 +324,52 @@ fn lane_cells_read_zero_when_asked_and_grow_through_the_backend() {
     );
 }
 
+/// A small chain that outgrows its cell by `realloc` (a `Vec` pushed to) moves to a cell
+/// of the larger class, its bytes with it, as the profile counted it: no request of the
+/// pass goes to the backend. Past the lanes it moves to the backend.
+#[test]
+fn a_chain_that_outgrows_its_cell_moves_to_a_larger_one() {
+    let _s = setup();
+    const KEY: &str = "lanes/grow";
+    let run = |label: u64, last: usize| {
+        let _p = memo_alloc::pass(KEY);
+        let mut sum = 0u64;
+        for i in 0..20 {
+            // 8 -> 16 -> ... -> 256 bytes, the way a vector doubles, all live together.
+            let mut b = talloc(&A, 8, 8, false, label + i);
+            let mut sizes = vec![16, 32, 64, 128, 256];
+            sizes.push(last);
+            for size in sizes {
+                let (grown, d) = shadow_support::realloc(&A, b, size);
+                b = grown;
+                sum = sum.wrapping_add(d);
+            }
+            let other = talloc(&A, 40, 8, false, label + 100 + i);
+            sum = sum.wrapping_add(tfree(&A, other));
+            sum = sum.wrapping_add(tfree(&A, b));
+        }
+        sum
+    };
+    let want = run(0, 256); // profiled
+    let d = common::delta(KEY, || assert_eq!(run(0, 256), want));
+    assert_eq!(
+        (common::hits(&d), all_missed(&d)),
+        (40, 0),
+        "every request and every growth from the lanes: {:?}",
+        d.1
+    );
+    // Past the lanes (1 KiB), the chain moves to the backend at its last growth.
+    let d = common::delta(KEY, || {
+        run(0, 1024);
+    });
+    assert_eq!(
+        (common::hits(&d), missed(&d, MissReason::ReallocGrow)),
+        (40, 20),
+        "{:?}",
+        d.1
+    );
+}
+
 /// Polls a future with no await point to its end.
 fn poll<T>(f: impl std::future::Future<Output = T>) -> T {
     let mut f = std::pin::pin!(f);

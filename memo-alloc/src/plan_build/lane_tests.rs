@@ -102,24 +102,53 @@ fn chain_ends(p: &Profile) -> Vec<u64> {
     end
 }
 
-/// The cells each class needs, worked out afresh from a profile of every request: at
-/// each lane request, the cells of its class live (a chain's until the chain ends,
-/// one never freed or lost for good), plus those never freed.
+/// The cells each class needs, worked out afresh from a profile of every request: each
+/// lane chain is walked from its request, live in its class's cell until a realloc
+/// outgrows the cell, then in the cell of the realloc's class (or on the backend, past the
+/// lanes), until the chain ends (one never freed or lost for good: never); at each start
+/// of a stay, the stays of its class live, most of them at once, plus those never ended.
 fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
     let lane = lane_classes(&p.records, max);
     let end = chain_ends(p);
+    let mut next = vec![None; p.records.len()];
+    for (i, r) in p.records.iter().enumerate() {
+        if let Some(q) = r.parent() {
+            next[q as usize] = Some(i);
+        }
+    }
+    // (class, from, to) of every stay.
+    let mut stays: Vec<(usize, u64, u64)> = Vec::new();
+    for root in 0..p.records.len() {
+        let Some(k) = lane_of(&lane, root as u32) else {
+            continue;
+        };
+        let mut at = Some((k, p.records[root].alloc));
+        let mut m = next[root];
+        while let Some(i) = m {
+            let r = &p.records[i];
+            if let Some((k, from)) = at.filter(|&(k, _)| r.size > lanes::cell_size(k)) {
+                stays.push((k, from, r.alloc));
+                at = lanes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
+            }
+            m = next[i];
+        }
+        if let Some((k, from)) = at {
+            stays.push((k, from, end[root]));
+        }
+    }
     let mut cells = vec![0u32; lanes::classes_below(max)];
     for (k, n) in cells.iter_mut().enumerate() {
-        let chains: Vec<(u64, u64)> = (0..p.records.len())
-            .filter(|&i| lane_of(&lane, i as u32) == Some(k))
-            .map(|i| (p.records[i].alloc, end[i]))
-            .collect();
-        let most = chains
+        let of_k: Vec<(u64, u64)> = stays
             .iter()
-            .map(|&(t, _)| chains.iter().filter(|&&(a, e)| a <= t && t < e).count())
+            .filter(|s| s.0 == k)
+            .map(|s| (s.1, s.2))
+            .collect();
+        let most = of_k
+            .iter()
+            .map(|&(t, _)| of_k.iter().filter(|&&(a, e)| a <= t && t < e).count())
             .max()
             .unwrap_or(0);
-        let never = chains.iter().filter(|&&(_, e)| e == LIVE).count();
+        let never = of_k.iter().filter(|&&(_, e)| e == LIVE).count();
         *n = (most + never) as u32;
     }
     cells
