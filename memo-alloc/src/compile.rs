@@ -632,7 +632,7 @@ impl CompiledPlan {
 mod tests {
     use super::*;
     use crate::geometry::SLAB_ALIGN;
-    use crate::trace::{PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+    use crate::trace::{PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
 
     fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
         TraceScope {
@@ -686,6 +686,37 @@ mod tests {
 
     fn flags(c: &CompiledPlan, i: u32) -> u8 {
         c.slots[i as usize].flag_bits()
+    }
+
+    /// Each node's cursor starts at its first escaping lane ordinal; a listed request
+    /// escapes only with its listed class, and the node's next one follows.
+    #[test]
+    fn lane_escapes_are_found_by_node_and_count() {
+        let mut f = file();
+        let e = |scope, ordinal, cell| crate::trace::LaneEscape {
+            scope,
+            ordinal,
+            cell,
+        };
+        f.lanes = PlanLanes {
+            max: 64,
+            cells: vec![4, 4, 4],
+            requests: 20,
+            // Scope 3 is the second `conv`; scope 1 the first.
+            escapes: vec![e(1, 2, 16), e(1, 7, 64), e(3, 0, 32)],
+        };
+        let c = CompiledPlan::compile(&f).unwrap();
+        let (conv, _) = c.scope_group(0, "conv").unwrap();
+        let cursors = c.initial_cursors();
+        assert_eq!(cursors[conv as usize].escape, 2);
+        assert_eq!(cursors[conv as usize + 1].escape, 0);
+        assert_eq!(cursors[0].escape, NO_SLOT, "the root lists none");
+        assert_eq!(c.lane_escape(conv, 2, 0), (true, 7));
+        assert_eq!(c.lane_escape(conv, 2, 1), (false, 7), "another class");
+        assert_eq!(c.lane_escape(conv, 7, 2), (true, NO_SLOT));
+        assert_eq!(c.lane_escape(conv + 1, 0, 1), (true, NO_SLOT));
+        assert!(c.lists_lane_escapes());
+        assert!(!CompiledPlan::compile(&file()).unwrap().lists_lane_escapes());
     }
 
     #[test]

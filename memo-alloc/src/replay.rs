@@ -452,7 +452,13 @@ fn lane_borrow(
     size: u64,
 ) -> Result<*mut u8, MissReason> {
     let Some(offset) = inst.lanes.alloc_above(&plan.lanes, class) else {
-        pass.undo = (pass.node, LANE_COUNTED, NO_SLOT);
+        // Its node counted it if the plan lists escapes (see `lane_alloc`).
+        let counted = if plan.lists_lane_escapes() {
+            LANE_COUNTED
+        } else {
+            NO_SLOT
+        };
+        pass.undo = (pass.node, counted, NO_SLOT);
         return Err(MissReason::Overlap);
     };
     lane_hit(pass, plan, offset, size)
