@@ -45,8 +45,9 @@
 //!
 //! Case counts: 8,000 + 4,000 = 12,000 generated programs in every run of the suite,
 //! `cargo test --workspace` included (a few minutes in a debug build, about 12 s with
-//! `--release`); `SHADOW_CASES_SCALE=1` runs a quarter. The long run, 500,000 programs by
-//! default:
+//! `--release`); `SHADOW_CASES_SCALE=1` runs a quarter. The same programs run again with
+//! lanes (`generated_programs_with_lanes`, half of them). The long run, 500,000 programs
+//! by default:
 //!
 //! ```text
 //! SHADOW_LONG_CASES=500000 cargo test -p memo-alloc --release --test shadow -- --ignored --nocapture
@@ -1054,9 +1055,10 @@ fn run_proptest(a: &'static Alloc, prefix: &str, shape: Shape, cases: u32) {
     }
 }
 
-/// The generated programs again, with lanes of 256 bytes (a quarter of the cases), in a
-/// child process: requests up to 256 bytes replay from lane cells, the larger ones from
-/// slots, side by side. (The hand-made tests pin slot mechanics and run without lanes.)
+/// The generated programs again, with lanes of 256 bytes (half the cases: lanes are the
+/// allocator's default), in a child process: requests up to 256 bytes replay from lane
+/// cells, the larger ones from slots, side by side. (The hand-made tests pin slot
+/// mechanics and run without lanes.)
 #[test]
 fn generated_programs_with_lanes() {
     if lanes() > 0 {
@@ -1070,7 +1072,7 @@ fn generated_programs_with_lanes() {
             "--nocapture",
         ])
         .env("SHADOW_LANES", "256")
-        .env("SHADOW_CASES_SCALE", "1")
+        .env("SHADOW_CASES_SCALE", "2")
         .output()
         .expect("spawn the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
