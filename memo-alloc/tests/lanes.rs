@@ -221,6 +221,42 @@ fn a_retired_instance_held_by_a_cell_returns_its_other_pages() {
     tfree(&A, kept);
 }
 
+/// A request the backend fails was never made, as far as the pass's profile knows: when
+/// it is the escaping lane request, that request is still to come, and the program's
+/// next request of its op takes its count (and goes to the backend).
+#[test]
+fn a_failed_escaping_request_gives_its_count_back() {
+    let _s = setup();
+    const KEY: &str = "lanes/failed-escape";
+    let run = |fail: bool, label: u64| -> Block {
+        let _p = memo_alloc::pass(KEY);
+        for i in 0..3 {
+            tfree(&A, talloc(&A, 24, 8, false, label + i));
+        }
+        if fail {
+            A.backend().fail_next(1);
+            let layout = std::alloc::Layout::from_size_align(48, 8).unwrap();
+            // SAFETY: a non-zero size; the backend fails it, so nothing is to be freed.
+            assert!(unsafe { std::alloc::GlobalAlloc::alloc(&A, layout) }.is_null());
+        }
+        talloc(&A, 48, 8, false, label + 99) // escapes
+    };
+    tfree(&A, run(false, 0)); // profiled: lane request #3 escapes
+    let mut kept = None;
+    let d = common::delta(KEY, || kept = Some(run(true, 100)));
+    tfree(&A, kept.expect("kept"));
+    assert_eq!(
+        (
+            common::hits(&d),
+            missed(&d, MissReason::Escaping),
+            all_missed(&d)
+        ),
+        (3, 1, 1),
+        "the retried request is the escaping one: {:?}",
+        d.1
+    );
+}
+
 #[test]
 fn a_class_full_sends_its_requests_to_the_backend() {
     let _s = setup();
