@@ -72,6 +72,8 @@ pub(crate) struct Cursor {
     pub(crate) next: u32,
     /// One past the node's last slot.
     pub(crate) end: u32,
+    /// The node's first slot (an anchored search may look behind the cursor, down to it).
+    pub(crate) start: u32,
     /// What the last request of the node left for the next one ([`NO_SLOT`]: nothing):
     /// a candidate slot ahead that an unmatched request matched (if the next request
     /// matches the slot after it, the cursor jumps there), or, tagged [`BACK`], the slot
@@ -493,6 +495,7 @@ impl CompiledPlan {
             .iter()
             .map(|&(next, end)| Cursor {
                 next,
+                start: next,
                 end,
                 pending: NO_SLOT,
                 lanes: 0,

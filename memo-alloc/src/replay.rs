@@ -34,17 +34,19 @@
 //!    request is served by the backend and the cursor stays;
 //! 7. a pass that missed [`ANCHOR`] requests of a node in a row (no hit in between) has
 //!    lost its place, as after a run of more than [`WINDOW`] missing slots (a process's
-//!    first pass, planned, made one-time allocations later passes do not): it looks for
-//!    the first place in the next [`LONG_WINDOW`] slots where [`ANCHOR`] slots in a row
-//!    match those requests. It jumps there (this request takes the last of them) when
-//!    the run's search before found the same place (the same slot less request index,
-//!    within [`AGREE`]: an insertion between the two anchors moves it by one): in a
-//!    sequence that repeats block after block, an anchor holding one inserted request
-//!    can match only a place blocks ahead, and a later anchor does not agree. A search
-//!    that finds nothing, or a place not yet agreed, waits for a run twice as long
-//!    before the next, so a pass that matches nothing at all pays a logarithmic number of
-//!    searches. An anchor of one size (which matches anywhere in a run of it) waits for
-//!    another size without a search.
+//!    first pass, planned, made one-time allocations later passes do not), or after a
+//!    wrong jump that rule 2 could not take back (the cursor then runs ahead of the
+//!    program): it looks for the nearest place, in the next [`LONG_WINDOW`] slots or the
+//!    [`BEHIND`] slots before the cursor, where [`ANCHOR`] slots in a row match those
+//!    requests. It jumps there (this request takes the last of them) when the run's
+//!    search before found the same place (the same slot less request index, within
+//!    [`AGREE`]: an insertion between the two anchors moves it by one): in a sequence
+//!    that repeats block after block, an anchor holding one inserted request can match
+//!    only a place blocks ahead, and a later anchor does not agree. A first place found
+//!    is checked by the search [`ANCHOR`] misses later; a search that finds nothing, or a
+//!    place that disagrees, waits for a run twice as long before the next, so a pass that
+//!    matches nothing at all pays a logarithmic number of searches. An anchor of one size
+//!    (which matches anywhere in a run of it) waits for another size without a search.
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing. Going
@@ -75,6 +77,11 @@ pub(crate) const WINDOW: u32 = 16;
 
 /// How far ahead an anchored search (rule 7) looks.
 pub(crate) const LONG_WINDOW: u32 = 4096;
+
+/// How far behind the cursor an anchored search (rule 7) looks: a wrong jump (rule 4
+/// confirms a candidate at most [`WINDOW`] ahead, by chance) leaves the cursor ahead of
+/// the program, whose place is then behind it.
+pub(crate) const BEHIND: u32 = 4 * WINDOW;
 
 /// A request at most this many times smaller than a slot's smallest seen size is a
 /// probe of a smaller shape (rule 5).
@@ -236,9 +243,10 @@ fn past_lane_slots(slots: &[Slot], cursor: &Cursor, size: u64, lane_max: u64) ->
 }
 
 /// Rule 7: notes an unmatched request of `node` in `lost` and, when the run of misses
-/// reaches its next search, returns the slot of the first place in the next
-/// [`LONG_WINDOW`] slots where this request and the run's last misses match, each at its
-/// distance in requests from this one.
+/// reaches its next search, returns the slot of the nearest place, in the next
+/// [`LONG_WINDOW`] slots or the [`BEHIND`] before the cursor, where this request and the
+/// run's last misses match, each at its distance in requests from this one, once two
+/// searches agree on it.
 fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At) -> Option<u32> {
     if lost.run == 0 || lost.node != at.node || at.hits > lost.hits + RUN_GAP {
         *lost = Lost {
@@ -254,11 +262,10 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
     // at every place of the run): it waits for a size that differs, without a search.
     if lost.run >= lost.search_at && lost.missed.iter().any(|&(s, _)| s != size) {
         let end = cursor.end.min(cursor.next.saturating_add(LONG_WINDOW));
+        let from = cursor.start.max(cursor.next.saturating_sub(BEHIND));
         let slot = |i: u64| {
             let i = u32::try_from(i).ok()?;
-            slots
-                .get(i as usize)
-                .filter(|_| i >= cursor.next && i < end)
+            slots.get(i as usize).filter(|_| i >= from && i < end)
         };
         let anchor = |p: u32| {
             lost.missed.iter().all(|&(s, r)| {
@@ -269,22 +276,31 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
                     .is_some_and(|slot| matches(slot, s))
             })
         };
-        found = (cursor.next..end)
+        // Nearest first: at each distance, ahead of the cursor, then behind it.
+        let next = cursor.next;
+        let places = (0..(end - next).max(next - from)).flat_map(|d| {
+            let ahead = Some(next + d).filter(|&p| p < end);
+            let behind = (next - from > d).then(|| next - 1 - d);
+            [ahead, behind].into_iter().flatten()
+        });
+        found = places
+            .into_iter()
             .find(|&p| slot(p as u64).is_some_and(|s| matches(s, size)) && anchor(p));
         if let Some(p) = found {
             // In a sequence that repeats block after block, an anchor holding a request
             // the plan has elsewhere (an insertion) can match a place blocks ahead only:
             // the place is taken once the next anchor, of later requests, agrees.
             let place = i64::from(p) - at.request as i64;
-            if lost
-                .found
-                .replace(place)
-                .is_none_or(|was| (place - was).abs() > AGREE)
-            {
+            let before = lost.found.replace(place);
+            if before.is_none_or(|was| (place - was).abs() > AGREE) {
                 found = None;
+                if before.is_none() {
+                    // A first place: the next anchor confirms it or not, soon.
+                    lost.search_at = lost.run + ANCHOR as u32;
+                }
             }
         }
-        if found.is_none() {
+        if found.is_none() && lost.search_at <= lost.run {
             lost.search_at = lost.search_at.saturating_mul(2);
         }
     }
