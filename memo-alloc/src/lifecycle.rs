@@ -540,6 +540,9 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
         // here, and every context left.
         let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
         note_released(&released);
+        if !p.bound && crate::slab::lends_pending() {
+            registry::lend_idle_blocks();
+        }
     }
     stats::add(&GLOBAL.passes_replayed, 1);
     GLOBAL.add_replay(counters);

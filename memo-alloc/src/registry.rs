@@ -561,6 +561,18 @@ impl KeyEntry {
 /// Consecutive diverged windows that re-profile a key.
 pub(crate) const DIVERGED_WINDOWS: u32 = 2;
 
+/// Lends the blocks of every plan's idle instances that wait to (see `Slabs::lend_idle`).
+/// Runs at a pass boundary, with the re-entrancy guard set.
+pub(crate) fn lend_idle_blocks() {
+    for_each(|e| {
+        let (_guard, s) = e.read();
+        if !s.is_null() {
+            // SAFETY: the read guard keeps a published plan from being freed.
+            unsafe { &*s }.lend_idle();
+        }
+    });
+}
+
 /// Plans kept, their instances and pinned instances, and resident bytes, over all keys.
 pub(crate) fn totals() -> (u64, u64, u64, u64) {
     let (mut plans, mut slabs, mut pinned, mut bytes) = (0, 0, 0, 0);

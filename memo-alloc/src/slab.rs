@@ -72,6 +72,9 @@ pub(crate) struct Instance {
     state: AtomicU32,
     /// Put back with live slots (some may still be live).
     pinned: AtomicBool,
+    /// Put back by an unbound pass with only cells live: its block is to be lent to the
+    /// idle list once they are freed (see [`Slabs::lend_idle`]).
+    lend_pending: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
     /// Per block of `1 << BLOCK_SHIFT` groups: the live slot that covers the whole block
     /// and starts in an earlier one, or `EMPTY`. Such a slot holds these words instead of
@@ -311,6 +314,7 @@ impl Slabs {
             block: OwnerCell::new(None),
             state: AtomicU32::new(IN_USE),
             pinned: AtomicBool::new(false),
+            lend_pending: AtomicBool::new(false),
             occupant: try_boxed_slice(plan.groups(), |_| AtomicU32::new(EMPTY))?,
             spanning: try_boxed_slice(blocks_of(plan.groups()), |_| AtomicU32::new(EMPTY))?,
             lanes: LaneCells::new(&plan.lanes)?,
@@ -399,6 +403,7 @@ impl Slabs {
             "released by its pass"
         );
         let mut out = Released::default();
+        set_lend_pending(i, false);
         let now = self.plan.note_pass_end();
         let live = i.live_slots();
         if !live.is_empty() {
@@ -415,10 +420,37 @@ impl Slabs {
         } else if lend && !i.lanes_live() {
             // SAFETY: still owned by the caller; no slot or cell is live.
             unsafe { i.drop_block() };
+        } else if lend {
+            // A small block outlives the pass in its cell: the block is lent once it is
+            // freed, by a later pass end of any plan.
+            set_lend_pending(i, true);
         }
         i.state.store(FREE, Ordering::Release);
         self.active.fetch_sub(1, Ordering::AcqRel);
         out
+    }
+
+    /// Lends the blocks of the idle instances that an unbound pass put back with cells
+    /// live (`lend_pending`) and whose cells have since been freed: such an instance kept
+    /// its block, which would otherwise stay with this plan until its next pass instead of
+    /// serving any plan's. Runs at a pass boundary, with the re-entrancy guard set.
+    pub(crate) fn lend_idle(&self) {
+        for i in self.published() {
+            if !i.lend_pending.load(Ordering::Relaxed)
+                || i.state
+                    .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            if i.lend_pending.load(Ordering::Relaxed) && !i.any_live() {
+                // SAFETY: IN_USE was won by this thread, so it owns the instance and only
+                // it could hand out a slot or cell: every one seen free stays free.
+                unsafe { i.drop_block() };
+                set_lend_pending(i, false);
+            }
+            i.state.store(FREE, Ordering::Release);
+        }
     }
 
     /// Between two polls of an unbound pass that holds `inst`: gives its block back to the
@@ -510,6 +542,7 @@ impl Slabs {
                 // SAFETY: IN_USE was won by this thread, so it owns the instance and only
                 // it could hand out a slot: every slot seen free stays free.
                 unsafe { i.release_block() };
+                set_lend_pending(i, false);
             }
             i.state.store(FREE, Ordering::Release);
         }
@@ -548,6 +581,7 @@ impl Slabs {
             // SAFETY: `DEAD` was won by this thread: no pass holds the instance, none will,
             // and no slot of it is live.
             unsafe { i.release_block() };
+            set_lend_pending(i, false);
         }
         all
     }
@@ -573,6 +607,27 @@ impl Drop for Slabs {
                 #[cfg(not(loom))]
                 drop(inst);
             }
+        }
+    }
+}
+
+/// Instances put back with cells live and waiting to lend their blocks (over all plans):
+/// while there are none, a pass end does not look for them. A hint (the flags decide), so
+/// a plain atomic under loom too.
+static LEND_PENDING: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(0);
+
+/// Whether some instance waits to lend its block (see [`Slabs::lend_idle`]).
+pub(crate) fn lends_pending() -> bool {
+    LEND_PENDING.load(Ordering::Relaxed) > 0
+}
+
+/// Sets `i`'s `lend_pending`, keeping [`LEND_PENDING`] its count.
+fn set_lend_pending(i: &Instance, pending: bool) {
+    if i.lend_pending.swap(pending, Ordering::Relaxed) != pending {
+        if pending {
+            LEND_PENDING.fetch_add(1, Ordering::Relaxed);
+        } else {
+            LEND_PENDING.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

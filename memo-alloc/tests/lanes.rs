@@ -416,6 +416,50 @@ fn poll<T>(f: impl std::future::Future<Output = T>) -> T {
     }
 }
 
+/// An async pass whose small block outlives it keeps its instance's block (above); once the
+/// block is freed, the next async pass end of any plan lends that block to the idle list,
+/// where it serves every plan, instead of leaving it with its plan until that plan's next
+/// pass (a service of four buckets held blocks for each).
+#[test]
+fn an_idle_instance_lends_its_block_once_its_cells_are_freed() {
+    let _s = setup();
+    const KEY: &str = "lanes/lend";
+    let request = |label: u64, keep: bool| {
+        memo_alloc::Pass::new(KEY).wrap(async move {
+            let large = talloc(&A, 64 * 1024, 64, false, label);
+            let small = talloc(&A, 40, 8, false, label + 1);
+            tfree(&A, large);
+            if keep {
+                return Some(small);
+            }
+            tfree(&A, small);
+            None
+        })
+    };
+    let other = || {
+        memo_alloc::Pass::new("lanes/lend-other").wrap(async move {
+            tfree(&A, talloc(&A, 64 * 1024, 64, false, 7));
+        })
+    };
+    assert!(poll(request(0, false)).is_none()); // profiled
+    poll(other()); // profiled
+    let kept = poll(request(10, true)).expect("kept"); // replayed: a cell live at its end
+    let held = memo_alloc::report(KEY)
+        .expect("planned")
+        .slab_resident_bytes;
+    assert!(
+        held > 0,
+        "the instance keeps its block while the cell lives"
+    );
+    tfree(&A, kept);
+    poll(other()); // another plan's pass ends
+    let report = memo_alloc::report(KEY).expect("planned");
+    assert_eq!(
+        report.slab_resident_bytes, 0,
+        "the block went to the idle list: {report:?}"
+    );
+}
+
 #[test]
 fn an_async_pass_keeps_its_block_while_a_cell_is_live() {
     let _s = setup();
