@@ -537,15 +537,14 @@ impl CompiledPlan {
     pub(crate) fn lane_escape(&self, node: u32, ordinal: u32, class: usize) -> (bool, u32) {
         let escapes = &self.lane_escapes;
         let at = escapes.partition_point(|e| (e.node, e.ordinal) < (node, ordinal));
-        let listed = escapes
+        let here = escapes
             .get(at)
-            .is_some_and(|e| (e.node, e.ordinal, e.class as usize) == (node, ordinal, class));
-        let after = escapes.partition_point(|e| (e.node, e.ordinal) <= (node, ordinal));
+            .filter(|e| (e.node, e.ordinal) == (node, ordinal));
         let next = escapes
-            .get(after)
+            .get(at + here.is_some() as usize)
             .filter(|e| e.node == node)
             .map_or(NO_SLOT, |e| e.ordinal);
-        (listed, next)
+        (here.is_some_and(|e| e.class as usize == class), next)
     }
 
     /// Number of scope nodes (including the root, 0).

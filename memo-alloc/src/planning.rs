@@ -171,7 +171,10 @@ fn summarize(counts: &ProfileCounts, plan: &PlanFile, plan_millis: f64) -> Summa
         // A lane request that escaped is an escaping allocation, served by the backend.
         escaping: plan.slots.iter().filter(|s| s.offset.is_none()).count() as u64
             + plan.lanes.escapes.len() as u64,
-        lane_requests: (plan.lanes.requests).saturating_sub(plan.lanes.escapes.len() as u64),
+        lane_requests: plan
+            .lanes
+            .requests
+            .saturating_sub(plan.lanes.escapes.len() as u64),
         lane_bytes: plan.lanes.bytes(),
         reallocs: counts.reallocs,
         events: counts.events,

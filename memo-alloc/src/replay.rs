@@ -278,14 +278,12 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
         };
         // Nearest first: at each distance, ahead of the cursor, then behind it.
         let next = cursor.next;
-        let places = (0..(end - next).max(next - from)).flat_map(|d| {
+        let mut places = (0..(end - next).max(next - from)).flat_map(|d| {
             let ahead = Some(next + d).filter(|&p| p < end);
             let behind = (next - from > d).then(|| next - 1 - d);
             [ahead, behind].into_iter().flatten()
         });
-        found = places
-            .into_iter()
-            .find(|&p| slot(p as u64).is_some_and(|s| matches(s, size)) && anchor(p));
+        found = places.find(|&p| slot(p as u64).is_some_and(|s| matches(s, size)) && anchor(p));
         if let Some(p) = found {
             // In a sequence that repeats block after block, an anchor holding a request
             // the plan has elsewhere (an insertion) can match a place blocks ahead only:

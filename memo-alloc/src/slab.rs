@@ -435,19 +435,29 @@ impl Slabs {
     /// its block, which would otherwise stay with this plan until its next pass instead of
     /// serving any plan's. Runs at a pass boundary, with the re-entrancy guard set.
     pub(crate) fn lend_idle(&self) {
+        let pending = |i: &Instance| i.lend_pending.load(Ordering::Relaxed);
+        self.each_drained_idle(pending, |i| {
+            // SAFETY: owned, with nothing live (`each_drained_idle`).
+            unsafe { i.drop_block() };
+            set_lend_pending(i, false);
+        });
+    }
+
+    /// Runs `f` on each free instance that `wanted` selects and that has no slot or cell
+    /// live, owning it meanwhile: `IN_USE` won from `FREE`, so only this thread could hand
+    /// out a slot or cell of it, and every one seen free stays free. (`wanted` is asked
+    /// again once owned: another thread may have served the instance in between.)
+    fn each_drained_idle(&self, wanted: impl Fn(&Instance) -> bool, f: impl Fn(&Instance)) {
         for i in self.published() {
-            if !i.lend_pending.load(Ordering::Relaxed)
+            if !wanted(i)
                 || i.state
                     .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
                     .is_err()
             {
-                continue;
+                continue; // a pass holds it, or it is retired
             }
-            if i.lend_pending.load(Ordering::Relaxed) && !i.any_live() {
-                // SAFETY: IN_USE was won by this thread, so it owns the instance and only
-                // it could hand out a slot or cell: every one seen free stays free.
-                unsafe { i.drop_block() };
-                set_lend_pending(i, false);
+            if wanted(i) && !i.any_live() {
+                f(i);
             }
             i.state.store(FREE, Ordering::Release);
         }
@@ -531,21 +541,14 @@ impl Slabs {
     /// published. An instance taken meanwhile (a pass of the key on another thread) gets
     /// a block again, as after [`Slabs::park`]. Runs at a pass boundary.
     pub(crate) fn shed_idle(&self) {
-        for i in self.published() {
-            if i.state
-                .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                continue; // a pass holds it, or it is retired
-            }
-            if !i.any_live() {
-                // SAFETY: IN_USE was won by this thread, so it owns the instance and only
-                // it could hand out a slot: every slot seen free stays free.
+        self.each_drained_idle(
+            |_| true,
+            |i| {
+                // SAFETY: owned, with nothing live (`each_drained_idle`).
                 unsafe { i.release_block() };
                 set_lend_pending(i, false);
-            }
-            i.state.store(FREE, Ordering::Release);
-        }
+            },
+        );
     }
 
     /// Marks every idle, drained instance dead and returns its memory; `true` when all are
