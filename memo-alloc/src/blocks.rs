@@ -26,6 +26,9 @@ pub(crate) const MAX_IDLE: usize = 32;
 pub(crate) struct Block {
     pub(crate) base: *mut u8,
     pub(crate) chunks: usize,
+    /// Bytes from `base` its holders may have touched (the most any asked for since its
+    /// pages were last returned): its pages past them are not resident.
+    used: u64,
 }
 
 impl Block {
@@ -38,6 +41,7 @@ impl Block {
 const NO_BLOCK: Block = Block {
     base: std::ptr::null_mut(),
     chunks: 0,
+    used: 0,
 };
 
 /// The idle blocks; only touched with [`region::LOCK`] held.
@@ -55,41 +59,74 @@ fn with_idle<R>(f: impl FnOnce(&mut [Block; MAX_IDLE], &mut usize) -> R) -> R {
     f(blocks, len)
 }
 
-/// A block of at least `bytes` for `owner` (the directory points its chunks there): the
-/// smallest idle one that fits, else a new one. `None` when the region is exhausted.
-pub(crate) fn take(bytes: u64, owner: *mut ()) -> Option<Block> {
+/// Which idle blocks may serve a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// The smallest that holds it (a slab's slots).
+    Smallest,
+    /// Only one of exactly the chunks it needs, its pages past the request returned to
+    /// the OS (a lane block: a few pages used of one chunk, where an idle block's other
+    /// resident pages would stay out of use).
+    Exact,
+}
+
+/// A block of at least `bytes` for `owner` (the directory points its chunks there): an
+/// idle one that `fit` allows, else a new one. `None` when the region is exhausted.
+pub(crate) fn take(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block> {
     let _g = region::LOCK.lock();
-    take_locked(bytes, owner)
+    take_locked(bytes, fit, owner)
 }
 
 /// As [`take`], with [`region::LOCK`] already held by the caller.
-pub(crate) fn take_locked(bytes: u64, owner: *mut ()) -> Option<Block> {
+pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block> {
     let need = chunks_for(bytes);
-    // The smallest that fits; of those, the one given back last (its pages are the
+    let allowed = |chunks: usize| match fit {
+        Fit::Smallest => chunks >= need,
+        Fit::Exact => chunks == need,
+    };
+    // The smallest allowed; of those, the one given back last (its pages are the
     // likeliest to be resident and cached). The list stays in the order given back.
     let reused = with_idle(|blocks, len| {
         let fit = (0..*len)
             .rev()
-            .filter(|&i| blocks[i].chunks >= need)
+            .filter(|&i| allowed(blocks[i].chunks))
             .min_by_key(|&i| blocks[i].chunks)?;
         let b = blocks[fit];
         blocks.copy_within(fit + 1..*len, fit);
         *len -= 1;
         Some(b)
     });
-    if let Some(b) = reused {
+    if let Some(mut b) = reused {
         region::assign(b.base, b.chunks, owner);
+        if fit == Fit::Exact && b.used > bytes {
+            // Nothing of the block is live: its holder gave it back.
+            region::return_pages(
+                b.base.wrapping_add(bytes as usize),
+                b.base.wrapping_add(b.used as usize),
+            );
+            b.used = bytes;
+        }
+        b.used = b.used.max(bytes);
         return Some(b);
     }
     let base = region::carve(bytes, owner)?;
-    Some(Block { base, chunks: need })
+    Some(Block {
+        base,
+        chunks: need,
+        used: bytes,
+    })
 }
 
 /// Takes `block` back from an instance none of whose slots is live: idle for the next
 /// instance that needs memory, or (when [`MAX_IDLE`] wait already) returned to the OS.
 pub(crate) fn give_back(block: Block) {
-    debug_assert!(!block.base.is_null() && block.chunks > 0);
     let _g = region::LOCK.lock();
+    give_back_locked(block);
+}
+
+/// As [`give_back`], with [`region::LOCK`] already held by the caller.
+fn give_back_locked(block: Block) {
+    debug_assert!(!block.base.is_null() && block.chunks > 0);
     region::assign(block.base, block.chunks, std::ptr::null_mut());
     let kept = with_idle(|blocks, len| {
         if *len == MAX_IDLE {
@@ -153,17 +190,17 @@ mod tests {
 
     #[test]
     fn a_block_given_back_serves_the_next_instance_that_fits_and_the_smallest_wins() {
-        let big = take(3 * CHUNK as u64, owner(8)).expect("carved");
-        let small = take(CHUNK as u64, owner(16)).expect("carved");
+        let big = take(3 * CHUNK as u64, Fit::Smallest, owner(8)).expect("carved");
+        let small = take(CHUNK as u64, Fit::Smallest, owner(16)).expect("carved");
         assert_eq!((big.chunks, small.chunks), (3, 1));
         give_back(big);
         give_back(small);
         // One chunk: the small block, not the big one.
-        let again = take(100, owner(24)).expect("reused");
+        let again = take(100, Fit::Smallest, owner(24)).expect("reused");
         assert_eq!(again, small);
         assert_eq!(region::lookup(again.base), Some(owner(24)));
         // Two chunks: only the big block fits.
-        let two = take(2 * CHUNK as u64, owner(32)).expect("reused");
+        let two = take(2 * CHUNK as u64, Fit::Smallest, owner(32)).expect("reused");
         assert_eq!(two, big);
         assert_eq!(
             region::lookup(big.base.wrapping_add(2 * CHUNK)),
@@ -172,5 +209,40 @@ mod tests {
         release(two);
         release(again);
         assert_eq!(region::lookup(big.base), Some(std::ptr::null_mut()));
+    }
+
+    /// A lane block takes an idle block of exactly its chunks: a larger one stays idle
+    /// for a slab that needs it.
+    #[test]
+    fn an_exact_fit_passes_over_larger_idle_blocks() {
+        let big = take(2 * CHUNK as u64, Fit::Smallest, owner(40)).expect("carved");
+        give_back(big);
+        let lane = take(4096, Fit::Exact, owner(48)).expect("carved or reused");
+        assert_eq!((lane.chunks, lane.used), (1, 4096));
+        assert_ne!(lane.base, big.base, "the two-chunk block is not taken");
+        let slab = take(2 * CHUNK as u64, Fit::Smallest, owner(56)).expect("reused");
+        release(slab);
+        release(lane);
+    }
+
+    /// A block taken for a lane block returns the pages its last holder touched past the
+    /// request: they would stay resident, out of use, while the lane block lives.
+    #[test]
+    fn an_exact_fit_returns_the_pages_past_its_request() {
+        const USED: usize = 64 << 10;
+        let _g = region::LOCK.lock(); // the idle list is this test's until the end
+        let slab = take_locked(USED as u64, Fit::Smallest, owner(64)).expect("carved");
+        // SAFETY: the block's first bytes are this test's, mapped read-write.
+        unsafe { std::ptr::write_bytes(slab.base, 1, USED) };
+        assert_eq!(resident_bytes(slab.base, USED), USED as u64);
+        give_back_locked(slab);
+        let lane = take_locked(4096, Fit::Exact, owner(72)).expect("reused");
+        assert_eq!(lane.base, slab.base, "the one-chunk block given back last");
+        assert_eq!(
+            resident_bytes(lane.base, USED),
+            4096,
+            "only the request's page stays"
+        );
+        region::release(lane.base, lane.chunks);
     }
 }

@@ -218,9 +218,10 @@ struct ScopeGroup {
 #[derive(Debug)]
 pub(crate) struct CompiledPlan {
     pub(crate) key: Box<str>,
-    /// The slab's bytes: the planned slots', then the lanes'.
+    /// The bytes of an instance's slot block: the planned slots' height.
     pub(crate) height: u64,
-    /// Where small requests go instead of slots (see `lanes.rs`).
+    /// Where small requests go instead of slots, in an instance's lane block (see
+    /// `lanes.rs`).
     pub(crate) lanes: LaneLayout,
     nodes: u32,
     scope_groups: Vec<ScopeGroup>,
@@ -508,10 +509,10 @@ impl CompiledPlan {
         let (group_offsets, _demoted) = build_groups(&mut slots, file.lanes.requests);
         let group_index = GroupIndex::new(&group_offsets);
         let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
-        let lanes = LaneLayout::new(file.lanes.max, &file.lanes.cells, file.height);
+        let lanes = LaneLayout::new(file.lanes.max, &file.lanes.cells);
         Ok(CompiledPlan {
             key: file.key.as_str().into(),
-            height: file.height.max(lanes.end),
+            height: file.height,
             lanes,
             nodes: scopes.nodes,
             scope_groups,

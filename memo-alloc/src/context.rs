@@ -34,7 +34,10 @@ pub(crate) struct Context {
     /// The slab instance of the pass (replay), or null.
     pub(crate) inst: *mut Instance,
     pub(crate) plan: *const CompiledPlan,
+    /// The base of the instance's slots' block (null: none).
     pub(crate) base: *mut u8,
+    /// The base of the instance's lane block (null: none).
+    pub(crate) lane_base: *mut u8,
     /// The innermost scope node (the top of the op stack, `root` outside ops), kept here
     /// so the allocation path reads it without touching the stack.
     pub(crate) node: u32,
@@ -80,6 +83,8 @@ impl Context {
             plan: pass.plan,
             // SAFETY: a replayed pass holds its instance until it is finished.
             base: unsafe { inst.as_ref() }.map_or(std::ptr::null_mut(), Instance::base),
+            // SAFETY: as above.
+            lane_base: unsafe { inst.as_ref() }.map_or(std::ptr::null_mut(), Instance::lane_base),
             node: root,
             counters: PassCounters::default(),
             undo: (UNKNOWN, NO_SLOT, NO_SLOT),

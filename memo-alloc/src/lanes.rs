@@ -9,7 +9,8 @@
 //! With lanes (`Config::lanes`, 256 bytes by default), a request of at most `max` bytes
 //! (size and alignment)
 //! takes no slot: it takes a free *cell* of its size class (16, 32, ... `max` bytes, a
-//! power of two) from the lane area at the top of the slab. A profile counts, per class,
+//! power of two) from the instance's *lane block*, a block of its own beside the slots'
+//! (see `slab.rs`: a live cell holds only that block). A profile counts, per class,
 //! the most such requests it had live at once (and those still live at its end, which a
 //! later pass of the same instance may meet); the plan holds that many cells of each
 //! class ([`LaneLayout`]). Each instance keeps one bit per cell ([`LaneCells`]):
@@ -26,8 +27,8 @@
 //! its pass goes to the backend instead (see `lane_count.rs`). Lanes never move a node's
 //! place in its slots: the planned sequence holds only the larger requests, so an
 //! inserted or missing small allocation does not disturb matching either. Cells are
-//! aligned to their size: classes are laid out largest first from an offset aligned to
-//! the largest cell, and slab bases are chunk-aligned.
+//! aligned to their size: classes are laid out largest first from the lane block's base,
+//! which is chunk-aligned.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -79,7 +80,7 @@ pub(crate) fn classes_below(max: u64) -> usize {
 /// One class's cells in the slab and in the instance's bitmap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Class {
-    /// Slab offset of the first cell.
+    /// Lane-block offset of the first cell.
     offset: u64,
     cells: u32,
     /// Index of the class's first bitmap word.
@@ -92,24 +93,24 @@ impl Class {
     }
 }
 
-/// Where a plan's lanes lie in its slab.
+/// Where a plan's lane cells lie in an instance's lane block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LaneLayout {
     /// Requests of at most this many bytes (size and alignment) take lane cells; 0: none.
     pub(crate) max: u64,
-    /// The lane area's slab offsets: `start..end` (empty when no class has a cell).
-    pub(crate) start: u64,
-    pub(crate) end: u64,
+    /// Bytes of the lane block the cells take (0 when no class has a cell): every cell
+    /// lies in `0..bytes` from its base.
+    pub(crate) bytes: u64,
     classes: [Class; CLASSES],
     /// Bitmap words of an instance.
     words: u32,
 }
 
 impl LaneLayout {
-    /// `cells[k]` cells of class `k` for requests of at most `max` bytes, from slab offset
-    /// `from` aligned up to the largest cell. The caller checked `valid_max(max)`, at most
-    /// [`MAX_CELLS`] a class and at most one count per class of `max`.
-    pub(crate) fn new(max: u64, cells: &[u32], from: u64) -> LaneLayout {
+    /// `cells[k]` cells of class `k` for requests of at most `max` bytes, largest class
+    /// first from offset 0. The caller checked `valid_max(max)`, at most [`MAX_CELLS`] a
+    /// class and at most one count per class of `max`.
+    pub(crate) fn new(max: u64, cells: &[u32]) -> LaneLayout {
         debug_assert!(valid_max(max) && cells.len() <= classes_below(max));
         debug_assert!(cells.iter().all(|&c| c <= MAX_CELLS));
         let mut layout = LaneLayout {
@@ -118,12 +119,9 @@ impl LaneLayout {
         };
         let top = (0..cells.len()).rev().find(|&k| cells[k] > 0);
         let Some(top) = top else {
-            layout.start = from;
-            layout.end = from;
             return layout;
         };
-        let start = from.next_multiple_of(cell_size(top));
-        let (mut offset, mut word) = (start, 0u32);
+        let (mut offset, mut word) = (0, 0u32);
         for k in (0..=top).rev() {
             let class = Class {
                 offset,
@@ -134,8 +132,7 @@ impl LaneLayout {
             word += class.words() as u32;
             layout.classes[k] = class;
         }
-        layout.start = start;
-        layout.end = offset;
+        layout.bytes = offset;
         layout.words = word;
         layout
     }
@@ -152,17 +149,17 @@ impl LaneLayout {
         self.words as usize
     }
 
-    /// Whether slab offset `offset` is in the lane area.
+    /// Whether lane-block offset `offset` is in a cell.
     #[inline(always)]
     pub(crate) fn holds(&self, offset: u64) -> bool {
-        offset >= self.start && offset < self.end
+        offset < self.bytes
     }
 
-    /// The class of the cell at `offset` (in the lane area) and the cell's index.
+    /// The class of the cell at lane-block offset `offset` and the cell's index.
     #[inline]
     fn cell_at(&self, offset: u64) -> Option<(usize, usize)> {
-        // Classes lie largest first, from `start`: the class of an offset in the lane
-        // area is the smallest with cells whose first cell is at or below it.
+        // Classes lie largest first, from 0: the class of an offset in a cell is the
+        // smallest with cells whose first cell is at or below it.
         if !self.holds(offset) {
             return None;
         }
@@ -181,7 +178,7 @@ impl LaneLayout {
     }
 }
 
-/// Sets a clear bit of `word`, the class's word `w`; the slab offset of its cell, or `None`
+/// Sets a clear bit of `word`, the class's word `w`; the lane-block offset of its cell, or `None`
 /// when every cell of the word is live (bits past the class's cells count as live).
 #[inline(always)]
 fn take_in(word: &AtomicU64, w: usize, c: &Class, class: usize) -> Option<u64> {
@@ -222,7 +219,7 @@ impl LaneCells {
         })
     }
 
-    /// Takes a free cell of class `class`; its slab offset, or `None` when every cell of
+    /// Takes a free cell of class `class`; its lane-block offset, or `None` when every cell of
     /// the class is live. Any thread in the pass's contexts may call it.
     ///
     /// The word where the class's last hand-out found a clear bit is tried first (in a
@@ -263,7 +260,7 @@ impl LaneCells {
         (class + 1..classes_below(layout.max)).find_map(|k| self.alloc(layout, k))
     }
 
-    /// Frees the live cell at slab offset `offset` (in the lane area), from any thread.
+    /// Frees the live cell at lane-block offset `offset`, from any thread.
     /// The clearing `fetch_and` is the last access to the instance: once no cell or slot
     /// is live, another thread may free it.
     #[inline]
@@ -323,9 +320,7 @@ mod tests {
 
     #[test]
     fn cells_are_aligned_to_their_size_and_disjoint() {
-        let l = LaneLayout::new(256, &[3, 70, 0, 2, 5], 1000);
-        assert_eq!(l.start % 256, 0);
-        assert!(l.start >= 1000);
+        let l = LaneLayout::new(256, &[3, 70, 0, 2, 5]);
         let mut ranges = Vec::new();
         for (k, &n) in [3u32, 70, 0, 2, 5].iter().enumerate() {
             let c = &l.classes[k];
@@ -337,7 +332,7 @@ mod tests {
         }
         ranges.sort();
         assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0));
-        assert_eq!((ranges[0].0, ranges.last().unwrap().1), (l.start, l.end));
+        assert_eq!((ranges[0].0, ranges.last().unwrap().1), (0, l.bytes));
         assert_eq!(l.cells(), vec![3, 70, 0, 2, 5]);
         assert_eq!(l.words(), 1 + 2 + 1 + 1);
     }
@@ -347,7 +342,7 @@ mod tests {
     #[test]
     fn each_cell_offset_finds_its_class() {
         let counts = [5u32, 0, 130, 0, 0, 3, 0, 1];
-        let l = LaneLayout::new(2048, &counts, 777);
+        let l = LaneLayout::new(2048, &counts);
         for (k, &n) in counts.iter().enumerate() {
             for i in 0..n as usize {
                 let offset = l.classes[k].offset + (i as u64) * cell_size(k);
@@ -355,15 +350,15 @@ mod tests {
                 assert_eq!(l.cell_size_at(offset), cell_size(k));
             }
         }
-        assert_eq!(l.cell_at(l.start - 1), None);
-        assert_eq!(l.cell_at(l.end), None);
+        assert_eq!(l.cell_at(l.bytes), None);
+        assert_eq!(l.cell_at(u64::MAX), None);
     }
 
     #[test]
     fn a_layout_without_cells_is_empty() {
-        let l = LaneLayout::new(64, &[0, 0, 0], 4096);
-        assert_eq!((l.start, l.end, l.words()), (4096, 4096, 0));
-        assert!(!l.holds(4096));
+        let l = LaneLayout::new(64, &[0, 0, 0]);
+        assert_eq!((l.bytes, l.words()), (0, 0));
+        assert!(!l.holds(0));
         let cells = LaneCells::new(&l).unwrap();
         assert_eq!(cells.alloc(&l, 0), None);
         assert!(!cells.any_live());
@@ -371,7 +366,7 @@ mod tests {
 
     #[test]
     fn every_cell_is_handed_out_once_until_freed() {
-        let l = LaneLayout::new(64, &[70, 1, 3], 0);
+        let l = LaneLayout::new(64, &[70, 1, 3]);
         let cells = LaneCells::new(&l).unwrap();
         let mut got: Vec<u64> = (0..70).map(|_| cells.alloc(&l, 0).unwrap()).collect();
         assert_eq!(cells.alloc(&l, 0), None, "70 cells, 70 live");

@@ -288,8 +288,8 @@ fn supply(p: &PassState, m: &mut Context) {
         return;
     }
     m.inst = inst;
-    // SAFETY: held by the pass, with a block.
-    m.base = unsafe { (*inst).base() };
+    // SAFETY: held by the pass, with its blocks.
+    (m.base, m.lane_base) = unsafe { ((*inst).base(), (*inst).lane_base()) };
 }
 
 /// Enters helper context `id` of `pass` on this thread (with the re-entrancy guard set);
@@ -587,6 +587,7 @@ pub(crate) fn park(p: &PassState) {
     if !m.inst.is_null() && unsafe { (*p.slabs).park(inst) } {
         m.inst = ptr::null_mut();
         m.base = ptr::null_mut();
+        m.lane_base = ptr::null_mut();
         stats::add(&GLOBAL.parks, 1);
     }
     p.check_in_main(main.cast());

@@ -29,7 +29,8 @@
 //! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
 //! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
-//! `lane_cell_hand_off`.
+//! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells
+//! free fails `park_with_a_cell_elsewhere`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -153,6 +154,31 @@ impl Memory {
     }
 }
 
+/// Slab memory by address, one loom cell per address written: for models whose blocks
+/// change instances and roles (a slots' block given back may become a lane block).
+#[derive(Default)]
+struct Addresses(std::sync::Mutex<Vec<(usize, Arc<UnsafeCell<u32>>)>>);
+
+impl Addresses {
+    /// The holder of the memory at `p` uses it.
+    fn write(&self, p: *mut u8) {
+        let cell = {
+            // A std lock: loom sees no order through it.
+            let mut cells = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match cells.iter().find(|(at, _)| *at == p as usize) {
+                Some((_, cell)) => cell.clone(),
+                None => {
+                    let cell = Arc::new(UnsafeCell::new(0));
+                    cells.push((p as usize, cell.clone()));
+                    cell
+                }
+            }
+        };
+        // SAFETY: loom checks the access is ordered after every other one.
+        cell.with_mut(|x| unsafe { *x += 1 });
+    }
+}
+
 /// Raw pointers handed between model threads (the program's own pointer hand-off).
 #[derive(Clone, Copy)]
 struct Shared(*mut Instance, *mut u8);
@@ -244,8 +270,8 @@ fn lane_cell_hand_off() {
         let layout = &slabs.plan.lanes;
         let offset = i.lanes.alloc(layout, 0).expect("a free cell");
         mem.write_at(offset, 16);
-        // SAFETY: the cell lies in the instance's block, held by this pass.
-        let shared = Shared(inst, unsafe { i.base().add(offset as usize) });
+        // SAFETY: the cell lies in the instance's lane block, held by this pass.
+        let shared = Shared(inst, unsafe { i.lane_base().add(offset as usize) });
         let m = mem.clone();
         let freer = spawn(move || {
             let Shared(inst, p) = shared;
@@ -430,6 +456,52 @@ fn park_and_lend() {
             assert!(try_claim(&slabs.plan, b, 0, &mem));
             // SAFETY: held; its pass is over (slot 0 stays live: pinned).
             unsafe { slabs.release(b, false, false) };
+        }
+        freer.join().unwrap();
+    });
+}
+
+/// An async pass parks while another thread uses and frees its cell: the slots' block
+/// goes to the idle list at once, the lane block only once the free is seen; a second
+/// pass takes its blocks from the idle list (either may be either) and uses its slot and
+/// its cell: never under the freeing thread's accesses.
+#[test]
+fn park_with_a_cell_elsewhere() {
+    model(|| {
+        let lanes = PlanLanes {
+            max: 16,
+            cells: vec![1],
+            requests: 0,
+            ..PlanLanes::default()
+        };
+        let plan = plan_with_lanes(&[(0, 64)], lanes);
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 2).unwrap());
+        let mem = Arc::new(Addresses::default());
+        let a = acquire(slabs).unwrap();
+        // SAFETY: the instance lives as long as its pool, which is leaked.
+        let i = unsafe { &*a };
+        let offset = i.lanes.alloc(&slabs.plan.lanes, 0).expect("a free cell");
+        // SAFETY: the cell lies in the instance's lane block, held by this pass.
+        let cell = unsafe { i.lane_base().add(offset as usize) };
+        mem.write(cell);
+        let shared = Shared(a, cell);
+        let m = mem.clone();
+        let freer = spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write(p);
+            // SAFETY: `p` is the cell's live pointer, freed once.
+            unsafe { replay::free(inst.cast(), p) };
+        });
+        // SAFETY: `a` is held by this pass, which hands out nothing while parked.
+        if unsafe { slabs.park(a) } {
+            let b = acquire(slabs).unwrap();
+            // SAFETY: as above.
+            let j = unsafe { &*b };
+            mem.write(j.base()); // slot 0
+            if let Some(o) = j.lanes.alloc(&slabs.plan.lanes, 0) {
+                // SAFETY: the cell lies in `b`'s lane block, held by its pass.
+                mem.write(unsafe { j.lane_base().add(o as usize) });
+            }
         }
         freer.join().unwrap();
     });

@@ -146,6 +146,16 @@ impl Reclaimer {
         })
     }
 
+    /// Bytes resident in the slabs of the plans retired and not yet freed.
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        self.list.with(|l| {
+            l.iter()
+                // SAFETY: retired pointers stay valid until freed (under this lock).
+                .map(|r| unsafe { (*r.slabs).resident_bytes() })
+                .sum()
+        })
+    }
+
     /// The lock, for the fork handlers.
     pub(crate) fn lock(&self) -> &crate::sync::SpinLock {
         self.list.lock()

@@ -486,10 +486,10 @@ fn lane_hit(
     offset: u64,
     size: u64,
 ) -> Result<*mut u8, MissReason> {
-    debug_assert!(offset + size <= plan.height && size <= plan.lanes.cell_size_at(offset));
+    debug_assert!(offset + size <= plan.lanes.bytes && size <= plan.lanes.cell_size_at(offset));
     pass.counters.lane_hits += 1;
-    // SAFETY: the cell lies in the lane area, below `height`, which the instance spans.
-    Ok(unsafe { pass.base.add(offset as usize) })
+    // SAFETY: the cell lies in the instance's lane block, which the pass holds.
+    Ok(unsafe { pass.lane_base.add(offset as usize) })
 }
 
 /// A slot taken on the hit path failed its checks: used up, unless the backend fails the
@@ -708,8 +708,22 @@ struct Live {
     plan: &'static CompiledPlan,
 }
 
-/// The instance, plan and slab offset of live slab pointer `p` (a slot's or a lane
-/// cell's).
+/// Where a live slab pointer lies in its instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// A lane cell, at this offset of the lane block.
+    Cell(u64),
+    /// A slot, at this offset of the slots' block.
+    Slot(u64),
+}
+
+/// The instance, plan and place of live slab pointer `p` (a slot's or a lane cell's).
+///
+/// `p` is a cell if it lies in the instance's lane block. Reading the lane block's base
+/// needs no more order than the slots' base: for a live cell it was stored before the
+/// cell was handed out (the program's hand-off of `p` orders it); for a slot, any base
+/// the instance's lane block had since the slot was handed out is that of a block other
+/// than the slot's (or null), so `p` is not in it.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`
@@ -718,7 +732,7 @@ struct Live {
 unsafe fn slab_place(
     inst: *mut (),
     p: *mut u8,
-) -> Option<(&'static Instance, &'static CompiledPlan, u64)> {
+) -> Option<(&'static Instance, &'static CompiledPlan, Place)> {
     let inst = inst.cast::<Instance>();
     if inst.is_null() {
         return None;
@@ -727,7 +741,13 @@ unsafe fn slab_place(
     // all its occupants to be EMPTY and its cells free), and `p` is live; the plan
     // outlives its instances.
     let (inst, plan) = unsafe { (&*inst, &*(*inst).plan) };
-    Some((inst, plan, (p as usize - inst.base() as usize) as u64))
+    let cell = (p as usize).wrapping_sub(inst.lane_base() as usize) as u64;
+    let place = if plan.lanes.holds(cell) {
+        Place::Cell(cell)
+    } else {
+        Place::Slot((p as usize).wrapping_sub(inst.base() as usize) as u64)
+    };
+    Some((inst, plan, place))
 }
 
 /// The live slot at slab offset `offset` of `inst` (not a lane cell). Its index is read
@@ -736,7 +756,6 @@ unsafe fn slab_place(
 /// the hand-off was not ordered for this word.
 #[inline(always)]
 fn live_slot(inst: &'static Instance, plan: &'static CompiledPlan, offset: u64) -> Option<Live> {
-    debug_assert!(!plan.lanes.holds(offset), "lane cells are not slots");
     let group = plan.group_at(offset)? as usize;
     let index = inst.occupant.get(group)?.load(Ordering::Acquire);
     debug_assert_ne!(index, EMPTY, "a free or realloc of a slab pointer not live");
@@ -768,13 +787,16 @@ fn live_slot(inst: &'static Instance, plan: &'static CompiledPlan, offset: u64) 
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
-    let Some((inst, plan, offset)) = (unsafe { slab_place(inst, p) }) else {
+    let Some((inst, plan, place)) = (unsafe { slab_place(inst, p) }) else {
         return;
     };
-    if plan.lanes.holds(offset) {
-        inst.lanes.free(&plan.lanes, offset); // last: the instance may go after it
-        return;
-    }
+    let offset = match place {
+        Place::Slot(offset) => offset,
+        Place::Cell(offset) => {
+            inst.lanes.free(&plan.lanes, offset); // last: the instance may go after it
+            return;
+        }
+    };
     let Some(live) = live_slot(inst, plan, offset) else {
         return;
     };
@@ -833,12 +855,13 @@ fn clear_run(words: &[AtomicU32], index: u32) -> usize {
 #[inline]
 pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
     // SAFETY: forwarded contract.
-    let Some((inst, plan, offset)) = (unsafe { slab_place(inst, p) }) else {
+    let Some((inst, plan, place)) = (unsafe { slab_place(inst, p) }) else {
         return 0;
     };
-    if plan.lanes.holds(offset) {
-        return plan.lanes.cell_size_at(offset);
-    }
+    let offset = match place {
+        Place::Slot(offset) => offset,
+        Place::Cell(offset) => return plan.lanes.cell_size_at(offset),
+    };
     let live = live_slot(inst, plan, offset);
     live.and_then(|l| l.plan.slots.get(l.index as usize))
         .map_or(0, |s| s.size)
@@ -862,19 +885,22 @@ pub(crate) unsafe fn lane_grow(
     new_size: usize,
 ) -> Option<*mut u8> {
     // SAFETY: forwarded contract.
-    let (inst, plan, offset) = unsafe { slab_place(inst, p) }?;
-    if !std::ptr::eq(inst, pass.inst) || !plan.lanes.holds(offset) {
+    let (inst, plan, place) = unsafe { slab_place(inst, p) }?;
+    let Place::Cell(offset) = place else {
+        return None;
+    };
+    if !std::ptr::eq(inst, pass.inst) {
         return None;
     }
     let class = lanes::class_of(new_size as u64, layout.align() as u64, plan.lanes.max)?;
     let to = (inst.lanes.alloc(&plan.lanes, class))
         .or_else(|| inst.lanes.alloc_above(&plan.lanes, class))?;
-    debug_assert!(to + new_size as u64 <= plan.height && layout.size() < new_size);
-    // SAFETY: the new cell lies in the lane area, below `height`, which the instance spans
-    // from `base`; it was free, so it does not overlap `p`'s cell, whose first
-    // `layout.size()` bytes are the program's.
+    debug_assert!(to + new_size as u64 <= plan.lanes.bytes && layout.size() < new_size);
+    // SAFETY: the new cell lies in the instance's lane block, which the pass holds; it
+    // was free, so it does not overlap `p`'s cell, whose first `layout.size()` bytes are
+    // the program's.
     let new = unsafe {
-        let new = pass.base.add(to as usize);
+        let new = pass.lane_base.add(to as usize);
         std::ptr::copy_nonoverlapping(p, new, layout.size());
         new
     };
@@ -1292,7 +1318,7 @@ mod tests {
             let mut want: Vec<u32> = live.iter().map(|&s| s as u32).collect();
             want.sort_unstable();
             assert_eq!(seen, want);
-            assert_eq!(i.any_live(), !live.is_empty());
+            assert_eq!(i.slots_live() || i.lanes_live(), !live.is_empty());
         }
         for s in live {
             // SAFETY: as above.

@@ -13,12 +13,13 @@
 //! - slot cursors and scope occurrences: written only by the pass's thread while it holds the
 //!   instance.
 //!
-//! Memory: an instance holds a block of chunks (`blocks.rs`) while it is in use and while
-//! any slot of it is live. A pass bound to a thread gives its instance back with the block;
-//! an unbound (async) pass gives the block back to the shared idle list when it ends
-//! drained, and also between two polls ([`Slabs::park`], [`Slabs::unpark`]), so idle
-//! memory serves whichever plan needs it next. An instance without a block gets one when
-//! it is next taken.
+//! Memory: an instance holds two blocks of chunks (`blocks.rs`): its slots' block while it
+//! is in use and while any slot of it is live, and its lane block (`lanes.rs`) while it is
+//! in use and while any cell of it is live. A pass bound to a thread gives its instance
+//! back with its blocks; an unbound (async) pass gives each block with nothing live in it
+//! back to the shared idle list when it ends, and also between two polls ([`Slabs::park`],
+//! [`Slabs::unpark`]), so idle memory serves whichever plan needs it next. An instance
+//! without its blocks gets them when it is next taken.
 //!
 //! An instance put back with slots still live is *pinned*: the pages no live slot covers
 //! are returned to the OS, the slots that outlived the pass are noted (a slot whose
@@ -31,7 +32,7 @@
 
 use std::ptr;
 
-use crate::blocks::{self, Block};
+use crate::blocks::{self, Block, Fit};
 use crate::compile::{CompiledPlan, Cursor};
 use crate::fallible::{try_box, try_boxed_slice};
 use crate::lanes::LaneCells;
@@ -60,19 +61,89 @@ pub(crate) const MAX_INSTANCES: usize = 256;
 /// Pinned instances a pool holds before passes reuse them instead of creating new ones.
 pub(crate) const PINNED_BEFORE_REUSE: usize = 4;
 
-/// One slab and its replay state.
-pub(crate) struct Instance {
-    pub(crate) plan: *const CompiledPlan,
-    /// The base of the instance's block (null: it has none). Written by its owner while
-    /// no slot is live; read by any thread freeing a slot (ordered by the pointer's own
-    /// hand-off, see the module documentation).
+/// A block of chunks an instance holds (or not), and its base for the threads that free
+/// into it.
+struct Held {
+    /// The block's base (null: none held). Written by the instance's owner while nothing
+    /// in the block is live; read by any thread freeing into it (ordered by the pointer's
+    /// own hand-off, see the module documentation).
     base: AtomicPtr<u8>,
     /// Owner-only (and `try_retire`'s, once it won `DEAD`): the block held.
     block: OwnerCell<Option<Block>>,
+}
+
+impl Held {
+    fn new() -> Held {
+        Held {
+            base: AtomicPtr::new(ptr::null_mut()),
+            block: OwnerCell::new(None),
+        }
+    }
+
+    #[inline(always)]
+    fn base(&self) -> *mut u8 {
+        self.base.load(Ordering::Relaxed)
+    }
+
+    /// Takes a block of at least `bytes` (`fit` among the idle ones) for `owner` if none
+    /// is held and `bytes > 0`; `false` when memory ran out.
+    ///
+    /// # Safety
+    /// The caller owns the instance; `locked`: it holds `region::LOCK`.
+    unsafe fn ensure(&self, bytes: u64, fit: Fit, owner: *mut (), locked: bool) -> bool {
+        // SAFETY: owned by the caller.
+        if bytes == 0 || unsafe { self.block.with_mut(|b| b.is_some()) } {
+            return true;
+        }
+        let got = if locked {
+            blocks::take_locked(bytes, fit, owner)
+        } else {
+            blocks::take(bytes, fit, owner)
+        };
+        let Some(block) = got else { return false };
+        debug_assert!(block.bytes() as u64 >= bytes);
+        // SAFETY: owned by the caller.
+        unsafe { self.block.with_mut(|b| *b = Some(block)) };
+        self.base.store(block.base, Ordering::Release);
+        true
+    }
+
+    /// Gives the block back to the idle list (`reuse`) or to the OS; `true` if one was
+    /// held.
+    ///
+    /// # Safety
+    /// The caller owns the instance, and nothing in the block is live (so nothing will be
+    /// freed into it).
+    unsafe fn let_go(&self, reuse: bool) -> bool {
+        // SAFETY: owned by the caller.
+        let Some(block) = (unsafe { self.block.with_mut(Option::take) }) else {
+            return false;
+        };
+        self.base.store(ptr::null_mut(), Ordering::Relaxed);
+        if reuse {
+            blocks::give_back(block);
+        } else {
+            blocks::release(block);
+        }
+        true
+    }
+}
+
+/// One slab and its replay state.
+pub(crate) struct Instance {
+    pub(crate) plan: *const CompiledPlan,
+    /// The block the plan's slots lie in (at offset 0): held while a pass uses the
+    /// instance and while a slot of it is live.
+    slot_block: Held,
+    /// The block the plan's lane cells lie in (see `lanes.rs`): held while a pass uses the
+    /// instance and while a cell of it is live. Apart from the slots' block, so that a
+    /// small allocation outliving its pass (which no profile may have seen) holds a
+    /// block of a few pages, not the slab.
+    lane_block: Held,
     state: AtomicU32,
     /// Put back with live slots (some may still be live).
     pinned: AtomicBool,
-    /// Put back by an unbound pass with only cells live: its block is to be lent to the
+    /// Put back by an unbound pass with cells live: its lane block is to be lent to the
     /// idle list once they are freed (see [`Slabs::lend_idle`]).
     lend_pending: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
@@ -94,62 +165,83 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
-    /// The base of the slab (null while the instance holds no block: then no slot of it
-    /// is live).
+    /// The base of the slots' block (null while the instance holds none: then no slot of
+    /// it is live).
     #[inline(always)]
     pub(crate) fn base(&self) -> *mut u8 {
-        self.base.load(Ordering::Relaxed)
+        self.slot_block.base()
     }
 
-    /// Takes a block for the instance if it has none; `false` when memory ran out.
+    /// The base of the lane block (null while the instance holds none: then no cell of it
+    /// is live).
+    #[inline(always)]
+    pub(crate) fn lane_base(&self) -> *mut u8 {
+        self.lane_block.base()
+    }
+
+    /// Takes the blocks the instance lacks: its slots' and its lanes' (each only if the
+    /// plan has some); `false` when memory ran out (it keeps what it got).
     ///
     /// # Safety
     /// The caller owns the instance (won `IN_USE`, or holds it for its pass); `locked`:
     /// it holds `region::LOCK`.
-    unsafe fn ensure_block(&self, plan: &CompiledPlan, locked: bool) -> bool {
-        // SAFETY: owned by the caller.
-        if unsafe { self.block.with_mut(|b| b.is_some()) } {
-            return true;
-        }
+    unsafe fn ensure_blocks(&self, plan: &CompiledPlan, locked: bool) -> bool {
         let owner = (self as *const Instance).cast_mut().cast();
-        let got = if locked {
-            blocks::take_locked(plan.height, owner)
-        } else {
-            blocks::take(plan.height, owner)
-        };
-        let Some(block) = got else { return false };
-        debug_assert!(block.bytes() as u64 >= plan.height);
-        // SAFETY: owned by the caller.
-        unsafe { self.block.with_mut(|b| *b = Some(block)) };
-        self.base.store(block.base, Ordering::Release);
-        true
-    }
-
-    /// Gives the instance's block back to the idle list; no slot of it may be live.
-    ///
-    /// # Safety
-    /// The caller owns the instance, and no slot of it is live (so none will be freed).
-    unsafe fn drop_block(&self) {
-        // SAFETY: owned by the caller.
-        if let Some(block) = unsafe { self.block.with_mut(Option::take) } {
-            debug_assert!(!self.any_live(), "a block given back under a live slot");
-            self.base.store(ptr::null_mut(), Ordering::Relaxed);
-            blocks::give_back(block);
+        // SAFETY: forwarded.
+        unsafe {
+            self.slot_block
+                .ensure(plan.height, Fit::Smallest, owner, locked)
+                && self
+                    .lane_block
+                    .ensure(plan.lanes.bytes, Fit::Exact, owner, locked)
         }
     }
 
-    /// Returns the instance's block to the OS (a block it no longer needs, not one to
-    /// reuse: see [`Instance::drop_block`]).
+    /// Gives the slots' block back to the idle list (`reuse`) or the OS; `true` if one was
+    /// held.
     ///
     /// # Safety
-    /// The caller owns the instance (won its state), and no slot of it is live.
-    unsafe fn release_block(&self) {
-        // SAFETY: owned by the caller.
-        if let Some(block) = unsafe { self.block.with_mut(Option::take) } {
-            debug_assert!(!self.any_live(), "a block released under a live slot");
-            self.base.store(ptr::null_mut(), Ordering::Relaxed);
-            blocks::release(block);
+    /// The caller owns the instance, and no slot of it is live.
+    unsafe fn let_go_slots(&self, reuse: bool) -> bool {
+        debug_assert!(!self.slots_live(), "a block let go under a live slot");
+        // SAFETY: forwarded; no slot is live, so none will be freed.
+        unsafe {
+            self.carried.with_mut(Vec::clear);
+            self.slot_block.let_go(reuse)
         }
+    }
+
+    /// Gives the lane block back to the idle list (`reuse`) or the OS; `true` if one was
+    /// held.
+    ///
+    /// # Safety
+    /// The caller owns the instance, and no cell of it is live.
+    unsafe fn let_go_lanes(&self, reuse: bool) -> bool {
+        debug_assert!(!self.lanes_live(), "a lane block let go under a live cell");
+        set_lend_pending(self, false);
+        // SAFETY: forwarded; no cell is live, so none will be freed.
+        unsafe { self.lane_block.let_go(reuse) }
+    }
+
+    /// Gives back each block with nothing live in it (to the idle list when `reuse`,
+    /// else the OS); `true` when nothing of the instance is live (it holds no block).
+    ///
+    /// # Safety
+    /// The caller owns the instance (won `IN_USE` or `DEAD` from `FREE`): only it could
+    /// hand out a slot or cell, so one seen free stays free.
+    unsafe fn let_go_drained(&self, reuse: bool) -> bool {
+        let slots = self.slots_live();
+        let cells = self.lanes_live();
+        // SAFETY: owned by the caller; each block only when nothing is live in it.
+        unsafe {
+            if !slots {
+                self.let_go_slots(reuse);
+            }
+            if !cells {
+                self.let_go_lanes(reuse);
+            }
+        }
+        !slots && !cells
     }
 
     /// Claims helper context node `node` for the calling thread; `false` if another
@@ -168,14 +260,13 @@ impl Instance {
         }
     }
 
-    /// Whether any slot or lane cell of the instance is live (a snapshot). A live slot
-    /// holds the word of its first group (never in a block it covers whole), and a free
-    /// clears that word last, so the `occupant` words alone tell for slots.
-    pub(crate) fn any_live(&self) -> bool {
+    /// Whether any slot of the instance is live (a snapshot). A live slot holds the word
+    /// of its first group (never in a block it covers whole), and a free clears that word
+    /// last, so the `occupant` words alone tell.
+    pub(crate) fn slots_live(&self) -> bool {
         self.occupant
             .iter()
             .any(|o| o.load(Ordering::Acquire) != EMPTY)
-            || self.lanes_live()
     }
 
     /// Whether any lane cell of the instance is live (a snapshot).
@@ -310,8 +401,8 @@ impl Slabs {
         let plan = &self.plan;
         let inst = try_box(Instance {
             plan,
-            base: AtomicPtr::new(ptr::null_mut()),
-            block: OwnerCell::new(None),
+            slot_block: Held::new(),
+            lane_block: Held::new(),
             state: AtomicU32::new(IN_USE),
             pinned: AtomicBool::new(false),
             lend_pending: AtomicBool::new(false),
@@ -327,7 +418,7 @@ impl Slabs {
         })?;
         let inst = Box::into_raw(inst);
         // SAFETY: not yet published: only this thread sees `inst`; the lock is held.
-        if !unsafe { (*inst).ensure_block(plan, true) } {
+        if !unsafe { (*inst).ensure_blocks(plan, true) } {
             // SAFETY: `inst` was just created by Box::into_raw and never shared.
             drop(unsafe { Box::from_raw(inst) });
             return None;
@@ -364,8 +455,8 @@ impl Slabs {
             debug_assert!(allow_pinned || carried.is_empty(), "drained unless allowed");
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
             // owner-only state until it releases the instance. (A pinned instance kept
-            // its block.)
-            if !unsafe { i.ensure_block(&self.plan, locked) } {
+            // its slots' block.)
+            if !unsafe { i.ensure_blocks(&self.plan, locked) } {
                 i.state.store(FREE, Ordering::Release);
                 return None; // out of memory: creating one would fail too
             }
@@ -379,8 +470,9 @@ impl Slabs {
     /// Ends a registered pass: puts its instance (if it took one) back. With live slots it
     /// is pinned: slots newly live are noted as outliving the pass (unless `cut_short`: a
     /// pass that unwound leaves blocks live that it would have freed), and the pages no
-    /// live slot covers are returned. Drained, it gives its block back to the idle list
-    /// when `lend` (an unbound pass), else keeps it for the next pass.
+    /// live slot covers are returned. When `lend` (an unbound pass), each of its blocks
+    /// with nothing live goes back to the idle list (a lane block with cells live does
+    /// once they are freed: `lend_pending`); else it keeps them for the next pass.
     ///
     /// # Safety
     /// The calling pass registered with this pool and `inst` is null or the instance it
@@ -417,12 +509,16 @@ impl Slabs {
             }
             out.pages_returned = self.return_uncovered_pages(i, &live);
             i.pinned.store(true, Ordering::Release);
-        } else if lend && !i.lanes_live() {
-            // SAFETY: still owned by the caller; no slot or cell is live.
-            unsafe { i.drop_block() };
         } else if lend {
-            // A small block outlives the pass in its cell: the block is lent once it is
-            // freed, by a later pass end of any plan.
+            // SAFETY: still owned by the caller; no slot is live.
+            unsafe { i.let_go_slots(true) };
+        }
+        if lend && !i.lanes_live() {
+            // SAFETY: still owned by the caller; no cell is live.
+            unsafe { i.let_go_lanes(true) };
+        } else if lend {
+            // A small block outlives the pass in its cell: the lane block is lent once
+            // its cells are freed, by a later pass end of any plan.
             set_lend_pending(i, true);
         }
         i.state.store(FREE, Ordering::Release);
@@ -430,24 +526,24 @@ impl Slabs {
         out
     }
 
-    /// Lends the blocks of the idle instances that an unbound pass put back with cells
-    /// live (`lend_pending`) and whose cells have since been freed: such an instance kept
-    /// its block, which would otherwise stay with this plan until its next pass instead of
-    /// serving any plan's. Runs at a pass boundary, with the re-entrancy guard set.
+    /// Lends the lane blocks of the idle instances that an unbound pass put back with
+    /// cells live (`lend_pending`) and whose cells have since been freed: such an instance
+    /// kept its lane block, which would otherwise stay with this plan until its next pass
+    /// instead of serving any plan's. Runs at a pass boundary, with the re-entrancy guard
+    /// set.
     pub(crate) fn lend_idle(&self) {
-        let pending = |i: &Instance| i.lend_pending.load(Ordering::Relaxed);
-        self.each_drained_idle(pending, |i| {
-            // SAFETY: owned, with nothing live (`each_drained_idle`).
-            unsafe { i.drop_block() };
-            set_lend_pending(i, false);
-        });
+        self.each_idle(
+            |i| i.lend_pending.load(Ordering::Relaxed),
+            // SAFETY: owned (`each_idle`), and no cell is live.
+            |i| !i.lanes_live() && unsafe { i.let_go_lanes(true) },
+        );
     }
 
-    /// Runs `f` on each free instance that `wanted` selects and that has no slot or cell
-    /// live, owning it meanwhile: `IN_USE` won from `FREE`, so only this thread could hand
-    /// out a slot or cell of it, and every one seen free stays free. (`wanted` is asked
-    /// again once owned: another thread may have served the instance in between.)
-    fn each_drained_idle(&self, wanted: impl Fn(&Instance) -> bool, f: impl Fn(&Instance)) {
+    /// Runs `f` on each free instance that `wanted` selects, owning it meanwhile: `IN_USE`
+    /// won from `FREE`, so only this thread could hand out a slot or cell of it, and every
+    /// one seen free stays free. (`wanted` is asked again once owned: another thread may
+    /// have served the instance in between.)
+    fn each_idle(&self, wanted: impl Fn(&Instance) -> bool, f: impl Fn(&Instance) -> bool) {
         for i in self.published() {
             if !wanted(i)
                 || i.state
@@ -456,54 +552,48 @@ impl Slabs {
             {
                 continue; // a pass holds it, or it is retired
             }
-            if wanted(i) && !i.any_live() {
+            if wanted(i) {
                 f(i);
             }
             i.state.store(FREE, Ordering::Release);
         }
     }
 
-    /// Between two polls of an unbound pass that holds `inst`: gives its block back to the
-    /// idle list if no slot of it is live. `true` when it did (the pass then holds the
-    /// instance without memory until [`Slabs::unpark`]).
+    /// Between two polls of an unbound pass that holds `inst`: if no slot of it is live,
+    /// gives its slots' block back to the idle list, and its lane block too if no cell is
+    /// live. `true` when it gave one back (the pass then holds the instance without that
+    /// memory until [`Slabs::unpark`]).
     ///
     /// # Safety
     /// The calling pass holds `inst` (acquired from this pool) and nobody hands out its
-    /// slots until `unpark`.
+    /// slots or cells until `unpark`.
     pub(crate) unsafe fn park(&self, inst: *mut Instance) -> bool {
         // SAFETY: held by the caller.
         let i = unsafe { &*inst };
-        if i.base().is_null() || i.any_live() {
+        if i.slots_live() {
             return false;
         }
-        // SAFETY: held by the caller; every slot seen free stays free (only the caller
-        // hands slots out).
-        unsafe {
-            i.carried.with_mut(Vec::clear);
-            i.drop_block();
-        }
-        true
+        // SAFETY: held by the caller; every slot or cell seen free stays free (only the
+        // caller hands them out).
+        unsafe { i.let_go_slots(true) | (!i.lanes_live() && i.let_go_lanes(true)) }
     }
 
-    /// Gives a held instance a block again (after [`Slabs::park`]); `false` when memory
+    /// Gives a held instance its blocks again (after [`Slabs::park`]); `false` when memory
     /// ran out. Its cursors and occurrences are as the pass left them.
     ///
     /// # Safety
     /// The calling pass holds `inst` (acquired from this pool).
     pub(crate) unsafe fn unpark(&self, inst: *mut Instance) -> bool {
         // SAFETY: held by the caller.
-        unsafe { (*inst).ensure_block(&self.plan, false) }
+        unsafe { (*inst).ensure_blocks(&self.plan, false) }
     }
 
-    /// Returns the pages of `i` that none of the `live` slots covers (nor, while a cell
-    /// is live, the lane area).
+    /// Returns the pages of `i`'s slots' block that none of the `live` slots covers.
     fn return_uncovered_pages(&self, i: &Instance, live: &[u32]) -> u64 {
-        let lanes = &self.plan.lanes;
         let mut ranges: Vec<(u64, u64)> = live
             .iter()
             .filter_map(|&s| self.plan.slots.get(s as usize))
             .map(|s| (s.offset, s.offset + s.size))
-            .chain(i.lanes_live().then_some((lanes.start, lanes.end)))
             .collect();
         ranges.sort_unstable();
         let mut returned = 0;
@@ -513,8 +603,9 @@ impl Slabs {
             .chain([(self.plan.height, self.plan.height)])
         {
             if start > from {
-                // SAFETY: `[from, start)` lies inside the instance's slab (offsets are
-                // within the height) and no live slot covers it.
+                // SAFETY: `[from, start)` lies inside the instance's slots' block (offsets
+                // are within the height; a slot is live, so the block is held) and no live
+                // slot covers it.
                 returned += region::return_pages(unsafe { i.base().add(from as usize) }, unsafe {
                     i.base().add(start as usize)
                 });
@@ -524,36 +615,38 @@ impl Slabs {
         returned
     }
 
-    /// Bytes of this plan's slabs resident in memory, measured with `mincore` (pages that
-    /// were touched and not returned). Runs at pass boundaries or in `stats()`, never on the
-    /// allocation path. A snapshot: a block changing hands meanwhile may count twice or
-    /// not at all.
+    /// Bytes of this plan's slabs (slots' and lane blocks) resident in memory, measured
+    /// with `mincore` (pages that were touched and not returned). Runs at pass boundaries
+    /// or in `stats()`, never on the allocation path. A snapshot: a block changing hands
+    /// meanwhile may count twice or not at all.
     pub(crate) fn resident_bytes(&self) -> u64 {
-        let len = self.plan.height as usize;
+        let (slots, lanes) = (self.plan.height as usize, self.plan.lanes.bytes as usize);
         self.published()
-            .map(|i| blocks::resident_bytes(i.base(), len))
+            .map(|i| {
+                blocks::resident_bytes(i.base(), slots)
+                    + blocks::resident_bytes(i.lane_base(), lanes)
+            })
             .sum()
     }
 
-    /// Returns the memory of every free instance with no live slot to the OS: its key
-    /// begins a re-profile, whose pass takes its working set from the region beside this
-    /// plan's slabs (see `own_blocks`), and this plan is replaced when the new one is
-    /// published. An instance taken meanwhile (a pass of the key on another thread) gets
-    /// a block again, as after [`Slabs::park`]. Runs at a pass boundary.
+    /// Returns the memory of every free instance to the OS, but for the blocks with
+    /// something live: its key begins a re-profile, whose pass takes its working set from
+    /// the region beside this plan's slabs (see `own_blocks`), and this plan is replaced
+    /// when the new one is published. An instance taken meanwhile (a pass of the key on
+    /// another thread) gets its blocks again, as after [`Slabs::park`]. Runs at a pass
+    /// boundary.
     pub(crate) fn shed_idle(&self) {
-        self.each_drained_idle(
+        self.each_idle(
             |_| true,
-            |i| {
-                // SAFETY: owned, with nothing live (`each_drained_idle`).
-                unsafe { i.release_block() };
-                set_lend_pending(i, false);
-            },
+            // SAFETY: owned (`each_idle`), and each block is let go only with nothing live
+            // in it.
+            |i| unsafe { i.let_go_drained(false) },
         );
     }
 
-    /// Marks every idle, drained instance dead and returns its memory; `true` when all are
-    /// dead (the `Slabs` may then be freed). An idle instance still holding live cells
-    /// returns the pages outside the lane area, once.
+    /// Marks every idle instance dead and returns its memory, but for the blocks with
+    /// something live; `true` when all are dead with nothing live (the `Slabs` may then
+    /// be freed). An instance with something live is left free, to be retired again.
     pub(crate) fn try_retire(&self) -> bool {
         let mut all = true;
         for i in self.published() {
@@ -567,24 +660,14 @@ impl Slabs {
                 all = false;
                 continue;
             }
-            if i.any_live() {
-                if !i.pinned.load(Ordering::Acquire) {
-                    // Put back with only cells live (a small block that outlived its
-                    // pass unseen by the profile): until they are freed, the instance
-                    // keeps the lane area resident, not the whole slab. (A pinned one
-                    // returned its pages when it was put back.)
-                    let returned = self.return_uncovered_pages(i, &i.live_slots());
-                    crate::stats::add(&crate::stats::GLOBAL.pages_returned_bytes, returned);
-                    i.pinned.store(true, Ordering::Release);
-                }
+            // SAFETY: `DEAD` was won by this thread: no pass holds the instance and none
+            // will; each block is let go only with nothing live in it. (A cell that
+            // outlived its pass unseen by the profile holds the lane block only; a pinned
+            // instance returned its slots' free pages when it was put back.)
+            if !unsafe { i.let_go_drained(false) } {
                 i.state.store(FREE, Ordering::Release);
                 all = false;
-                continue;
             }
-            // SAFETY: `DEAD` was won by this thread: no pass holds the instance, none will,
-            // and no slot of it is live.
-            unsafe { i.release_block() };
-            set_lend_pending(i, false);
         }
         all
     }

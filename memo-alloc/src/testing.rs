@@ -54,3 +54,9 @@ pub fn plan_offsets_routed(
 pub fn is_own_block(p: *const u8) -> bool {
     crate::own_blocks::contains(p.cast_mut())
 }
+
+/// Bytes resident in the slabs of replaced or evicted plans not yet freed (`stats()`
+/// counts live plans' slabs and idle blocks only), measured with `mincore`.
+pub fn retired_resident_bytes() -> u64 {
+    crate::tls::with_bookkeeping(|| crate::reclaim::RECLAIMER.resident_bytes())
+}

@@ -422,7 +422,7 @@ impl PlanLanes {
         Ok(())
     }
 
-    /// Bytes the cells take (without the alignment of the lane area).
+    /// Bytes the cells take: the size of an instance's lane block.
     pub fn bytes(&self) -> u64 {
         (0..)
             .zip(&self.cells)
@@ -446,11 +446,10 @@ impl PlanFile {
             ));
         }
         self.lanes.check(self.scopes.len())?;
-        // The lane area starts at the height aligned to a cell of at most 4 KiB.
-        if self.height + 4096 + self.lanes.bytes() > MAX_SLAB_HEIGHT {
+        // The cells take a block of their own (an instance's lane block).
+        if self.lanes.bytes() > MAX_SLAB_HEIGHT {
             return Err(format!(
-                "height {} and lanes of {} bytes exceed the largest slab ({MAX_SLAB_HEIGHT} bytes)",
-                self.height,
+                "lanes of {} bytes exceed the largest slab ({MAX_SLAB_HEIGHT} bytes)",
                 self.lanes.bytes()
             ));
         }
