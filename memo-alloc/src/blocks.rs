@@ -188,41 +188,65 @@ mod tests {
         n as *mut ()
     }
 
+    /// Runs `f` with the region lock held and the idle list to itself (other tests of
+    /// this binary give blocks back too): the list's blocks are set aside meanwhile, and
+    /// those `f` leaves idle are released.
+    fn alone(f: impl FnOnce()) {
+        let _g = region::LOCK.lock();
+        let saved = with_idle(|blocks, len| {
+            let saved = (*blocks, *len);
+            *len = 0;
+            saved
+        });
+        f();
+        with_idle(|blocks, len| {
+            for b in &blocks[..*len] {
+                region::release(b.base, b.chunks);
+            }
+            (*blocks, *len) = saved;
+        });
+    }
+
     #[test]
     fn a_block_given_back_serves_the_next_instance_that_fits_and_the_smallest_wins() {
-        let big = take(3 * CHUNK as u64, Fit::Smallest, owner(8)).expect("carved");
-        let small = take(CHUNK as u64, Fit::Smallest, owner(16)).expect("carved");
-        assert_eq!((big.chunks, small.chunks), (3, 1));
-        give_back(big);
-        give_back(small);
-        // One chunk: the small block, not the big one.
-        let again = take(100, Fit::Smallest, owner(24)).expect("reused");
-        assert_eq!(again, small);
-        assert_eq!(region::lookup(again.base), Some(owner(24)));
-        // Two chunks: only the big block fits.
-        let two = take(2 * CHUNK as u64, Fit::Smallest, owner(32)).expect("reused");
-        assert_eq!(two, big);
-        assert_eq!(
-            region::lookup(big.base.wrapping_add(2 * CHUNK)),
-            Some(owner(32))
-        );
-        release(two);
-        release(again);
-        assert_eq!(region::lookup(big.base), Some(std::ptr::null_mut()));
+        alone(|| {
+            let big = take_locked(3 * CHUNK as u64, Fit::Smallest, owner(8)).expect("carved");
+            let small = take_locked(CHUNK as u64, Fit::Smallest, owner(16)).expect("carved");
+            assert_eq!((big.chunks, small.chunks), (3, 1));
+            give_back_locked(big);
+            give_back_locked(small);
+            // One chunk: the small block, not the big one.
+            let again = take_locked(100, Fit::Smallest, owner(24)).expect("reused");
+            assert_eq!(again.base, small.base);
+            assert_eq!(region::lookup(again.base), Some(owner(24)));
+            // Two chunks: only the big block fits.
+            let two = take_locked(2 * CHUNK as u64, Fit::Smallest, owner(32)).expect("reused");
+            assert_eq!((two.base, two.chunks), (big.base, 3));
+            assert_eq!(
+                region::lookup(big.base.wrapping_add(2 * CHUNK)),
+                Some(owner(32))
+            );
+            region::release(two.base, two.chunks);
+            region::release(again.base, again.chunks);
+            assert_eq!(region::lookup(big.base), Some(std::ptr::null_mut()));
+        });
     }
 
     /// A lane block takes an idle block of exactly its chunks: a larger one stays idle
     /// for a slab that needs it.
     #[test]
     fn an_exact_fit_passes_over_larger_idle_blocks() {
-        let big = take(2 * CHUNK as u64, Fit::Smallest, owner(40)).expect("carved");
-        give_back(big);
-        let lane = take(4096, Fit::Exact, owner(48)).expect("carved or reused");
-        assert_eq!((lane.chunks, lane.used), (1, 4096));
-        assert_ne!(lane.base, big.base, "the two-chunk block is not taken");
-        let slab = take(2 * CHUNK as u64, Fit::Smallest, owner(56)).expect("reused");
-        release(slab);
-        release(lane);
+        alone(|| {
+            let big = take_locked(2 * CHUNK as u64, Fit::Smallest, owner(40)).expect("carved");
+            give_back_locked(big);
+            let lane = take_locked(4096, Fit::Exact, owner(48)).expect("carved");
+            assert_eq!((lane.chunks, lane.used), (1, 4096));
+            assert_ne!(lane.base, big.base, "the two-chunk block is not taken");
+            let slab = take_locked(2 * CHUNK as u64, Fit::Smallest, owner(56)).expect("reused");
+            assert_eq!(slab.base, big.base);
+            region::release(slab.base, slab.chunks);
+            region::release(lane.base, lane.chunks);
+        });
     }
 
     /// A block taken for a lane block returns the pages its last holder touched past the
@@ -230,19 +254,20 @@ mod tests {
     #[test]
     fn an_exact_fit_returns_the_pages_past_its_request() {
         const USED: usize = 64 << 10;
-        let _g = region::LOCK.lock(); // the idle list is this test's until the end
-        let slab = take_locked(USED as u64, Fit::Smallest, owner(64)).expect("carved");
-        // SAFETY: the block's first bytes are this test's, mapped read-write.
-        unsafe { std::ptr::write_bytes(slab.base, 1, USED) };
-        assert_eq!(resident_bytes(slab.base, USED), USED as u64);
-        give_back_locked(slab);
-        let lane = take_locked(4096, Fit::Exact, owner(72)).expect("reused");
-        assert_eq!(lane.base, slab.base, "the one-chunk block given back last");
-        assert_eq!(
-            resident_bytes(lane.base, USED),
-            4096,
-            "only the request's page stays"
-        );
-        region::release(lane.base, lane.chunks);
+        alone(|| {
+            let slab = take_locked(USED as u64, Fit::Smallest, owner(64)).expect("carved");
+            // SAFETY: the block's first bytes are this test's, mapped read-write.
+            unsafe { std::ptr::write_bytes(slab.base, 1, USED) };
+            assert_eq!(resident_bytes(slab.base, USED), USED as u64);
+            give_back_locked(slab);
+            let lane = take_locked(4096, Fit::Exact, owner(72)).expect("reused");
+            assert_eq!(lane.base, slab.base, "the one-chunk block given back");
+            assert_eq!(
+                resident_bytes(lane.base, USED),
+                4096,
+                "only the request's page stays"
+            );
+            region::release(lane.base, lane.chunks);
+        });
     }
 }
