@@ -15,6 +15,9 @@
 
 use std::cell::UnsafeCell;
 
+use crate::sync::plain::AtomicU32;
+use crate::sync::Ordering;
+
 use crate::geometry::{chunks_for, CHUNK, PAGE};
 use crate::region;
 
@@ -70,6 +73,17 @@ pub(crate) enum Fit {
     Exact,
 }
 
+/// Block takes that succeed before one fails as if the region were exhausted (`u32::MAX`:
+/// none fails). Set by `testing::fail_block_takes_after`; read at each take (a pass
+/// boundary, rarely).
+pub(crate) static FAIL_AFTER: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Whether [`FAIL_AFTER`] makes this take fail (a take that succeeds counts it down).
+fn injected_failure() -> bool {
+    let step = |left: u32| (left != u32::MAX && left > 0).then(|| left - 1);
+    FAIL_AFTER.fetch_update(Ordering::Relaxed, Ordering::Relaxed, step) == Err(0)
+}
+
 /// A block of at least `bytes` for `owner` (the directory points its chunks there): an
 /// idle one that `fit` allows, else a new one. `None` when the region is exhausted.
 pub(crate) fn take(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block> {
@@ -79,6 +93,9 @@ pub(crate) fn take(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block> {
 
 /// As [`take`], with [`region::LOCK`] already held by the caller.
 pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block> {
+    if injected_failure() {
+        return None;
+    }
     let need = chunks_for(bytes);
     let allowed = |chunks: usize| match fit {
         Fit::Smallest => chunks >= need,
@@ -125,7 +142,7 @@ pub(crate) fn give_back(block: Block) {
 }
 
 /// As [`give_back`], with [`region::LOCK`] already held by the caller.
-fn give_back_locked(block: Block) {
+pub(crate) fn give_back_locked(block: Block) {
     debug_assert!(!block.base.is_null() && block.chunks > 0);
     region::assign(block.base, block.chunks, std::ptr::null_mut());
     let kept = with_idle(|blocks, len| {

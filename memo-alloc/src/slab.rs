@@ -108,6 +108,17 @@ impl Held {
         true
     }
 
+    /// Takes the block out (to give it back): the holder no longer has one.
+    ///
+    /// # Safety
+    /// As [`Held::let_go`].
+    unsafe fn take(&self) -> Option<Block> {
+        // SAFETY: owned by the caller.
+        let block = unsafe { self.block.with_mut(Option::take) }?;
+        self.base.store(ptr::null_mut(), Ordering::Relaxed);
+        Some(block)
+    }
+
     /// Gives the block back to the idle list (`reuse`) or to the OS; `true` if one was
     /// held.
     ///
@@ -115,11 +126,10 @@ impl Held {
     /// The caller owns the instance, and nothing in the block is live (so nothing will be
     /// freed into it).
     unsafe fn let_go(&self, reuse: bool) -> bool {
-        // SAFETY: owned by the caller.
-        let Some(block) = (unsafe { self.block.with_mut(Option::take) }) else {
+        // SAFETY: forwarded.
+        let Some(block) = (unsafe { self.take() }) else {
             return false;
         };
-        self.base.store(ptr::null_mut(), Ordering::Relaxed);
         if reuse {
             blocks::give_back(block);
         } else {
@@ -221,6 +231,20 @@ impl Instance {
         set_lend_pending(self, false);
         // SAFETY: forwarded; no cell is live, so none will be freed.
         unsafe { self.lane_block.let_go(reuse) }
+    }
+
+    /// Gives every block the instance holds back to the idle list, with `region::LOCK`
+    /// held by the caller.
+    ///
+    /// # Safety
+    /// The caller owns the instance and nothing of it is live.
+    unsafe fn give_back_locked(&self) {
+        for held in [&self.slot_block, &self.lane_block] {
+            // SAFETY: owned by the caller, with nothing live.
+            if let Some(block) = unsafe { held.take() } {
+                blocks::give_back_locked(block);
+            }
+        }
     }
 
     /// Gives back each block with nothing live in it (to the idle list when `reuse`,
@@ -419,6 +443,10 @@ impl Slabs {
         let inst = Box::into_raw(inst);
         // SAFETY: not yet published: only this thread sees `inst`; the lock is held.
         if !unsafe { (*inst).ensure_blocks(plan, true) } {
+            // Memory ran out for its second block: the first (the directory points its
+            // chunks to `inst`) goes back before the instance is freed.
+            // SAFETY: never published, nothing of it live; the lock is held.
+            unsafe { (*inst).give_back_locked() };
             // SAFETY: `inst` was just created by Box::into_raw and never shared.
             drop(unsafe { Box::from_raw(inst) });
             return None;

@@ -60,3 +60,10 @@ pub fn is_own_block(p: *const u8) -> bool {
 pub fn retired_resident_bytes() -> u64 {
     crate::tls::with_bookkeeping(|| crate::reclaim::RECLAIMER.resident_bytes())
 }
+
+/// Makes slab block takes fail as if the region were exhausted: after `n` more succeed,
+/// every one fails; `None` stops failing.
+pub fn fail_block_takes_after(n: Option<u32>) {
+    let left = n.map_or(u32::MAX, |n| n.min(u32::MAX - 1));
+    crate::blocks::FAIL_AFTER.store(left, std::sync::atomic::Ordering::Relaxed);
+}

@@ -164,3 +164,47 @@ fn child_total_oom() {
     let r = memo_alloc::report("oom-after").expect("the key ran");
     assert_eq!((r.passes_profiled, r.passes_replayed), (1, 2), "{r:?}");
 }
+
+#[test]
+fn a_slab_instance_short_of_its_lane_block_gives_its_slots_block_back() {
+    run_child(
+        "child_lane_block_oom",
+        &[("MEMO_LANES", "256"), ("MEMO_PLANNER", "inline")],
+    );
+}
+
+/// A new instance takes its slots' block, then its lane block: when the region has
+/// memory for the first only, the pass runs on the backend and the first block goes back
+/// to the idle list (the instance is never published), for the next pass to take.
+#[test]
+#[ignore = "child process"]
+fn child_lane_block_oom() {
+    if !is_child() {
+        return;
+    }
+    let run = || {
+        let _p = memo_alloc::pass("lane-block-oom");
+        let big = black_box(vec![1u8; 64 << 10]);
+        let small = black_box(vec![2u8; 40]);
+        drop((big, small));
+    };
+    run(); // profiled and planned
+    assert_eq!(memo_alloc::stats().idle_blocks, 0);
+    memo_alloc::testing::fail_block_takes_after(Some(1)); // the slots' block, not the lanes'
+    run();
+    memo_alloc::testing::fail_block_takes_after(None);
+    let r = memo_alloc::report("lane-block-oom").expect("planned");
+    assert_eq!(
+        r.slab_hits, 0,
+        "no instance: the pass ran on the backend: {r:?}"
+    );
+    assert_eq!(
+        memo_alloc::stats().idle_blocks,
+        1,
+        "the slots' block taken went back to the idle list"
+    );
+    run();
+    let r = memo_alloc::report("lane-block-oom").expect("planned");
+    assert!(r.slab_hits >= 2, "the next pass replays: {r:?}");
+    assert_eq!(memo_alloc::stats().idle_blocks, 0, "from the idle block");
+}
