@@ -96,7 +96,17 @@ fn plan_of(slots: &[(u64, u64)]) -> CompiledPlan {
     plan_with_lanes(slots, PlanLanes::default())
 }
 
-/// [`plan_of`], with `lanes` above the slots.
+/// Lanes of one 16-byte cell.
+fn one_cell() -> PlanLanes {
+    PlanLanes {
+        max: 16,
+        cells: vec![1],
+        requests: 0,
+        ..PlanLanes::default()
+    }
+}
+
+/// [`plan_of`], with `lanes` beside the slots.
 fn plan_with_lanes(slots: &[(u64, u64)], lanes: PlanLanes) -> CompiledPlan {
     let slot = |ordinal, offset, size| PlanSlot {
         scope: 0,
@@ -255,13 +265,7 @@ fn hand_off_between(plan: CompiledPlan, live: u32, next: u32) -> (&'static Slabs
 #[test]
 fn lane_cell_hand_off() {
     model(|| {
-        let lanes = PlanLanes {
-            max: 16,
-            cells: vec![1],
-            requests: 0,
-            ..PlanLanes::default()
-        };
-        let plan = plan_with_lanes(&[], lanes);
+        let plan = plan_with_lanes(&[], one_cell());
         let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 1).unwrap());
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
@@ -468,13 +472,7 @@ fn park_and_lend() {
 #[test]
 fn park_with_a_cell_elsewhere() {
     model(|| {
-        let lanes = PlanLanes {
-            max: 16,
-            cells: vec![1],
-            requests: 0,
-            ..PlanLanes::default()
-        };
-        let plan = plan_with_lanes(&[(0, 64)], lanes);
+        let plan = plan_with_lanes(&[(0, 64)], one_cell());
         let slabs: &'static Slabs = Box::leak(Slabs::new(plan, 2).unwrap());
         let mem = Arc::new(Addresses::default());
         let a = acquire(slabs).unwrap();
