@@ -208,3 +208,66 @@ fn child_lane_block_oom() {
     assert!(r.slab_hits >= 2, "the next pass replays: {r:?}");
     assert_eq!(memo_alloc::stats().idle_blocks, 0, "from the idle block");
 }
+
+#[test]
+fn an_async_pass_short_of_its_lane_block_after_an_await_goes_on_on_the_backend() {
+    run_child(
+        "child_unpark_oom",
+        &[("MEMO_LANES", "256"), ("MEMO_PLANNER", "inline")],
+    );
+}
+
+/// An async pass gives both its blocks back at an await (nothing live); when it comes
+/// back and the region has memory for its slots' block only, the rest of the pass runs
+/// on the backend (`no_slab` misses), nothing aborts, and the next pass replays whole.
+#[test]
+#[ignore = "child process"]
+fn child_unpark_oom() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    if !is_child() {
+        return;
+    }
+    let work = || {
+        let big = black_box(vec![1u8; 64 << 10]);
+        let small = black_box(vec![2u8; 40]);
+        drop((big, small));
+    };
+    // Polls the request: its first part, an await, its second part; `between` runs at
+    // the await.
+    let request = |between: &dyn Fn()| {
+        let mut yielded = false;
+        let mut fut = pin!(
+            memo_alloc::Pass::new("unpark-oom").wrap(std::future::poll_fn(|_| {
+                work();
+                if !yielded {
+                    yielded = true;
+                    return Poll::Pending;
+                }
+                Poll::Ready(())
+            }))
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        between();
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+    };
+    let no_slab = || memo_alloc::stats().misses_for(memo_alloc::MissReason::NoSlab);
+    request(&|| {}); // profiled
+    request(&|| {}); // replayed
+    let (parks, missed) = (memo_alloc::stats().parks, no_slab());
+    // The slots' block comes back, the lane block does not.
+    request(&|| memo_alloc::testing::fail_block_takes_after(Some(1)));
+    memo_alloc::testing::fail_block_takes_after(None);
+    assert!(
+        memo_alloc::stats().parks > parks,
+        "the pass parked at its await"
+    );
+    assert_eq!(no_slab() - missed, 2, "its second part ran on the backend");
+    let before = memo_alloc::report("unpark-oom").expect("planned");
+    request(&|| {});
+    let after = memo_alloc::report("unpark-oom").expect("planned");
+    assert_eq!(after.slab_hits - before.slab_hits, 4, "{after:?}");
+    assert_eq!(no_slab() - missed, 2, "and the next pass replays whole");
+}
