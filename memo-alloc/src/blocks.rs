@@ -15,11 +15,10 @@
 
 use std::cell::UnsafeCell;
 
-use crate::sync::plain::AtomicU32;
-use crate::sync::Ordering;
-
 use crate::geometry::{chunks_for, CHUNK, PAGE};
 use crate::region;
+use crate::sync::plain::AtomicU32;
+use crate::sync::Ordering;
 
 /// Most idle blocks kept for reuse.
 pub(crate) const MAX_IDLE: usize = 32;
@@ -104,12 +103,12 @@ pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block>
     // The smallest allowed; of those, the one given back last (its pages are the
     // likeliest to be resident and cached). The list stays in the order given back.
     let reused = with_idle(|blocks, len| {
-        let fit = (0..*len)
+        let at = (0..*len)
             .rev()
             .filter(|&i| allowed(blocks[i].chunks))
             .min_by_key(|&i| blocks[i].chunks)?;
-        let b = blocks[fit];
-        blocks.copy_within(fit + 1..*len, fit);
+        let b = blocks[at];
+        blocks.copy_within(at + 1..*len, at);
         *len -= 1;
         Some(b)
     });

@@ -720,10 +720,11 @@ enum Place {
 /// The instance, plan and place of live slab pointer `p` (a slot's or a lane cell's).
 ///
 /// `p` is a cell if it lies in the instance's lane block. Reading the lane block's base
-/// needs no more order than the slots' base: for a live cell it was stored before the
-/// cell was handed out (the program's hand-off of `p` orders it); for a slot, any base
-/// the instance's lane block had since the slot was handed out is that of a block other
-/// than the slot's (or null), so `p` is not in it.
+/// needs no more order than the slots' base: the program's hand-off of `p` orders the
+/// read after the hand-out, so it sees the base stored last before the hand-out or a
+/// later one. For a live cell that is its block's (the block is held until the cell is
+/// freed); for a slot, each of those is null or a block other than the slot's, which
+/// the instance holds all along as its slots' block, so `p` is in none of them.
 ///
 /// # Safety
 /// `inst` must be the owner `crate::region::lookup(p)` returned for a live pointer `p`

@@ -562,8 +562,12 @@ impl Slabs {
     pub(crate) fn lend_idle(&self) {
         self.each_idle(
             |i| i.lend_pending.load(Ordering::Relaxed),
-            // SAFETY: owned (`each_idle`), and no cell is live.
-            |i| !i.lanes_live() && unsafe { i.let_go_lanes(true) },
+            |i| {
+                if !i.lanes_live() {
+                    // SAFETY: owned (`each_idle`), and no cell is live.
+                    unsafe { i.let_go_lanes(true) };
+                }
+            },
         );
     }
 
@@ -571,7 +575,7 @@ impl Slabs {
     /// won from `FREE`, so only this thread could hand out a slot or cell of it, and every
     /// one seen free stays free. (`wanted` is asked again once owned: another thread may
     /// have served the instance in between.)
-    fn each_idle(&self, wanted: impl Fn(&Instance) -> bool, f: impl Fn(&Instance) -> bool) {
+    fn each_idle(&self, wanted: impl Fn(&Instance) -> bool, f: impl Fn(&Instance)) {
         for i in self.published() {
             if !wanted(i)
                 || i.state
@@ -666,9 +670,11 @@ impl Slabs {
     pub(crate) fn shed_idle(&self) {
         self.each_idle(
             |_| true,
-            // SAFETY: owned (`each_idle`), and each block is let go only with nothing live
-            // in it.
-            |i| unsafe { i.let_go_drained(false) },
+            |i| {
+                // SAFETY: owned (`each_idle`); each block is let go only with nothing
+                // live in it.
+                unsafe { i.let_go_drained(false) };
+            },
         );
     }
 
