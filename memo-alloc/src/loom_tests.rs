@@ -19,7 +19,7 @@
 //! fails `hand_off` and `pool`;
 //! `free` clearing every non-empty word from its slot's first (not only the run holding
 //! its slot) fails `free_stops_at_its_run`;
-//! parking without the live-slot check, or with `any_live`'s loads `Relaxed`, fails
+//! parking without the live-slot check, or with `slots_live`'s loads `Relaxed`, fails
 //! `park_and_lend`;
 //! a hand-out not checking its first group's block word fails `whole_block_hand_off`,
 //! and a slot not storing itself in the blocks it covers whole fails

@@ -778,7 +778,7 @@ fn live_slot(inst: &'static Instance, plan: &'static CompiledPlan, offset: u64) 
 /// slot: on a plan larger than the cache, the slot table is where a free missed.
 ///
 /// The first group's word is cleared last, and nothing of the instance is read after
-/// it: a slot counts as live while that word holds it (`Instance::any_live`), and once
+/// it: a slot counts as live while that word holds it (`Instance::slots_live`), and once
 /// none is live the plan may be retired and its instances freed by another thread.
 /// (Clearing from the first word on, the loop read the word past the run after the slot
 /// had been seen free: the loom model `free_then_reclaim`.)

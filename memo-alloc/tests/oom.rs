@@ -165,12 +165,19 @@ fn child_total_oom() {
     assert_eq!((r.passes_profiled, r.passes_replayed), (1, 2), "{r:?}");
 }
 
+/// Lanes of 256 bytes, plans made inline: the environment of the block-take children.
+const LANES_INLINE: &[(&str, &str)] = &[("MEMO_LANES", "256"), ("MEMO_PLANNER", "inline")];
+
+/// A pass's work for the block-take children: a 64 KiB slot and a 40-byte lane cell.
+fn a_slot_and_a_cell() {
+    let big = black_box(vec![1u8; 64 << 10]);
+    let small = black_box(vec![2u8; 40]);
+    drop((big, small));
+}
+
 #[test]
 fn a_slab_instance_short_of_its_lane_block_gives_its_slots_block_back() {
-    run_child(
-        "child_lane_block_oom",
-        &[("MEMO_LANES", "256"), ("MEMO_PLANNER", "inline")],
-    );
+    run_child("child_lane_block_oom", LANES_INLINE);
 }
 
 /// A new instance takes its slots' block, then its lane block: when the region has
@@ -184,9 +191,7 @@ fn child_lane_block_oom() {
     }
     let run = || {
         let _p = memo_alloc::pass("lane-block-oom");
-        let big = black_box(vec![1u8; 64 << 10]);
-        let small = black_box(vec![2u8; 40]);
-        drop((big, small));
+        a_slot_and_a_cell();
     };
     run(); // profiled and planned
     assert_eq!(memo_alloc::stats().idle_blocks, 0);
@@ -211,10 +216,7 @@ fn child_lane_block_oom() {
 
 #[test]
 fn an_async_pass_short_of_its_lane_block_after_an_await_goes_on_on_the_backend() {
-    run_child(
-        "child_unpark_oom",
-        &[("MEMO_LANES", "256"), ("MEMO_PLANNER", "inline")],
-    );
+    run_child("child_unpark_oom", LANES_INLINE);
 }
 
 /// An async pass gives both its blocks back at an await (nothing live); when it comes
@@ -229,18 +231,13 @@ fn child_unpark_oom() {
     if !is_child() {
         return;
     }
-    let work = || {
-        let big = black_box(vec![1u8; 64 << 10]);
-        let small = black_box(vec![2u8; 40]);
-        drop((big, small));
-    };
     // Polls the request: its first part, an await, its second part; `between` runs at
     // the await.
     let request = |between: &dyn Fn()| {
         let mut yielded = false;
         let mut fut = pin!(
             memo_alloc::Pass::new("unpark-oom").wrap(std::future::poll_fn(|_| {
-                work();
+                a_slot_and_a_cell();
                 if !yielded {
                     yielded = true;
                     return Poll::Pending;
