@@ -120,9 +120,11 @@ pub(crate) struct Lost {
     pub(crate) missed: [(u64, u64); ANCHOR - 1],
     /// Misses in the run.
     pub(crate) run: u32,
-    /// The run length at which the next anchored search is made (doubles after each
-    /// search that found nothing or a place the search before did not agree with).
+    /// The run length at which the next anchored search is made ([`ANCHOR`] later after
+    /// a search that found a place not taken, a few times in a run; else doubled).
     pub(crate) search_at: u32,
+    /// Searches of the run that found a place not taken (see `search_at`).
+    pub(crate) rechecks: u32,
     /// Where the run's last search found a place: its slot less the request's index. A
     /// place is taken when two searches in a row agree on it (within [`AGREE`]).
     pub(crate) found: Option<i64>,
@@ -581,6 +583,11 @@ impl CompiledPlan {
     pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
         let c = self.cursors.get(node as usize)?;
         (ordinal < c.end - c.next).then_some(c.next + ordinal)
+    }
+
+    /// The bytes an instance holds while used: its slots' height and its lane block's.
+    pub(crate) fn footprint(&self) -> u64 {
+        self.height.saturating_add(self.lanes.bytes)
     }
 
     /// The cursors an instance starts a pass with: each node at its first slot.
