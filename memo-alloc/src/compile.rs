@@ -585,11 +585,6 @@ impl CompiledPlan {
         (ordinal < c.end - c.next).then_some(c.next + ordinal)
     }
 
-    /// The bytes an instance holds while used: its slots' height and its lane block's.
-    pub(crate) fn footprint(&self) -> u64 {
-        self.height.saturating_add(self.lanes.bytes)
-    }
-
     /// The cursors an instance starts a pass with: each node at its first slot.
     pub(crate) fn initial_cursors(&self) -> &[Cursor] {
         &self.cursors

@@ -535,10 +535,7 @@ fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
 }
 
 fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
-    let mut footprint = 0;
     if !p.slabs.is_null() {
-        // SAFETY: as below; read before the pass lets go of the plan.
-        footprint = unsafe { (*p.slabs).plan.footprint() };
         // SAFETY: the pass registered with `slabs` at start; it stays alive until released
         // here, and every context left.
         let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
@@ -558,13 +555,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
         return;
     }
     let cfg = config::config();
-    let diverged = e.note_divergence(
-        p.slabs,
-        footprint,
-        counters,
-        cfg.miss_window,
-        cfg.replan_miss_ratio,
-    );
+    let diverged = e.note_divergence(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
     if diverged && !p.slabs.is_null() {
         e.mark_stale(p.slabs);
     }

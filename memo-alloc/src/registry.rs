@@ -486,15 +486,8 @@ impl KeyEntry {
     /// Adds a pass that replayed `plan` to the divergence window; returns `true` when the
     /// key's divergence persists: [`DIVERGED_WINDOWS`] windows of `window` passes in a row
     /// in which the misses that say the program diverged exceed `ratio` of the allocations
-    /// or of the bytes, or their bytes exceed `ratio` of the plan's `footprint` (its slots'
-    /// height and lane bytes) in each pass. A thread's first pass making allocations of its
-    /// own, or any other one-off, does not re-profile the key.
-    ///
-    /// The footprint's share: a pass that reuses memory allocates many times its slab's
-    /// height, so misses that are a small share of its bytes can be a large share of its
-    /// memory, which the backend then holds beside the slab (a plan of candle's BERT made
-    /// from a first forward missed 1.3 of the 30.6 MB each pass allocates, more than half
-    /// its slab's 2.4 MB, and kept missing them).
+    /// or of the bytes. A thread's first pass making allocations of its own, or any other
+    /// one-off, does not re-profile the key.
     ///
     /// The window belongs to the key's current plan: a pass of any other plan (one that
     /// is being re-profiled, or was replaced while the pass ran) is not counted, and
@@ -512,7 +505,6 @@ impl KeyEntry {
     pub(crate) fn note_divergence(
         &self,
         plan: *mut Slabs,
-        footprint: u64,
         c: &PassCounters,
         window: u32,
         ratio: f64,
@@ -533,9 +525,7 @@ impl KeyEntry {
         }
         self.clear_window();
         let over = |n: u64, of: u64| n as f64 > ratio * of as f64;
-        let held = footprint.saturating_mul(u64::from(passes));
-        let diverged =
-            allocs > 0 && (over(misses, allocs) || over(dbytes, bytes) || over(dbytes, held));
+        let diverged = allocs > 0 && (over(misses, allocs) || over(dbytes, bytes));
         if !diverged {
             self.diverged_windows.store(0, r);
             return false;

@@ -540,57 +540,6 @@ fn child_skipped_window() {
     assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
 }
 
-/// A buffer that misses its slot in every pass re-profiles the key, though its bytes are a
-/// small share of all the pass allocates: passes that reuse memory allocate many times
-/// their slab's height, and the backend holds the missed bytes on top of the slab. (A
-/// plan of candle's BERT whose first forward was profiled missed 1.3 of 30.6 MB a pass,
-/// more than half its slab's 2.4 MB, and kept doing so.)
-#[test]
-fn a_buffer_missed_every_pass_re_profiles_the_key() {
-    run_child("child_missed_every_pass", &[]);
-}
-
-#[test]
-#[ignore = "child process"]
-fn child_missed_every_pass() {
-    if !is_child() {
-        return;
-    }
-    const KEY: &str = "missed-every-pass";
-    let pass = |big: usize| {
-        let _p = memo_alloc::pass(KEY);
-        let kept = black_box(vec![3u8; big]);
-        // 26 MB allocated, freed and allocated again in one 64 KiB slot.
-        for i in 0..400u32 {
-            black_box(vec![i as u8; 64 << 10]);
-        }
-        drop(kept);
-    };
-    let wait = || {
-        assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
-            30
-        )))
-    };
-    pass(256 << 10); // profiled
-    wait();
-    for _ in 0..8 {
-        pass(1 << 20); // 1 MiB misses its 256 KiB slot: 4% of the bytes, 0.25% of requests
-        wait();
-    }
-    let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!(r.passes_profiled, 2, "{r:?}");
-    let missed = |r: &memo_alloc::PassReport| r.misses_by_reason.iter().sum::<u64>();
-    for _ in 0..3 {
-        pass(1 << 20);
-    }
-    let after = memo_alloc::report(KEY).unwrap();
-    assert_eq!(
-        missed(&after),
-        missed(&r),
-        "the new plan holds it: {after:?}"
-    );
-}
-
 /// The divergence window belongs to one plan. While a re-profile is planned, the key's
 /// passes still replay the old plan and still skip its one-time slots; those passes must
 /// not count against the new plan, which replays cleanly (they once closed its first
