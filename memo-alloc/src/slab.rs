@@ -456,17 +456,37 @@ impl Slabs {
         Some(inst)
     }
 
-    /// Takes a free instance: drained ones only, or pinned ones too (`allow_pinned`).
-    /// `locked`: the caller holds `region::LOCK`.
+    /// Takes a free instance: drained ones only, or pinned ones too (`allow_pinned`); one
+    /// that holds its blocks first, so a pass faults no memory in while another instance
+    /// keeps its pages idle (after a re-profile began, the instances then idle gave their
+    /// memory back, `shed_idle`, and the instance a pass on another thread held is the
+    /// warm one). `locked`: the caller holds `region::LOCK`.
     fn take_existing(&self, allow_pinned: bool, locked: bool) -> Option<*mut Instance> {
+        let warm = |i: &Instance| {
+            (self.plan.height == 0 || !i.base().is_null())
+                && (self.plan.lanes.bytes == 0 || !i.lane_base().is_null())
+        };
+        self.take_existing_if(allow_pinned, locked, warm)
+            .or_else(|| self.take_existing_if(allow_pinned, locked, |_| true))
+    }
+
+    /// [`Slabs::take_existing`] among the instances `wanted` says (a hint: read before
+    /// the instance is won).
+    fn take_existing_if(
+        &self,
+        allow_pinned: bool,
+        locked: bool,
+        wanted: impl Fn(&Instance) -> bool,
+    ) -> Option<*mut Instance> {
         let n = self.count.load(Ordering::Acquire);
         for slot in &self.instances[..n] {
             let inst = slot.load(Ordering::Acquire);
             // SAFETY: published instances live as long as their `Slabs`.
             let i = unsafe { &*inst };
-            if i.state
-                .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
+            if !wanted(i)
+                || i.state
+                    .compare_exchange(FREE, IN_USE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
             {
                 continue;
             }

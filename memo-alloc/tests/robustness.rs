@@ -540,6 +540,125 @@ fn child_skipped_window() {
     assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
 }
 
+/// A replayed pass's large misses come from region chunks, as a profiled pass's large
+/// blocks do, and go back to the OS when the pass ends: from the backend, glibc kept them
+/// in the thread's arena beside the slab (a thread arena's top is never trimmed while its
+/// threshold is raised), so a key's misses until its re-profile cost memory for good.
+/// Small misses still go to the backend.
+#[test]
+fn a_replayed_passs_large_misses_do_not_stay_with_the_backend() {
+    run_child("child_large_misses", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_large_misses() {
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "large-misses";
+    let pass = |big: usize| {
+        let _p = memo_alloc::pass(KEY);
+        let v = black_box(vec![1u8; big]);
+        let small = black_box(vec![2u8; 1000 + big / 1024]); // grows with `big` too
+        let own = (
+            memo_alloc::testing::is_own_block(v.as_ptr()),
+            memo_alloc::testing::is_own_block(small.as_ptr()),
+        );
+        drop((v, small));
+        own
+    };
+    pass(256 << 10); // profiled
+    assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
+        30
+    )));
+    assert_eq!(pass(256 << 10), (false, false), "replayed: slab hits");
+    let before = memo_alloc::report(KEY).unwrap();
+    assert_eq!(
+        pass(1 << 20),
+        (true, false),
+        "misses: large from the region, small from the backend"
+    );
+    let after = memo_alloc::report(KEY).unwrap();
+    let missed = |r: &memo_alloc::PassReport| r.misses_by_reason.iter().sum::<u64>();
+    assert_eq!(
+        missed(&after) - missed(&before),
+        2,
+        "both counted: {after:?}"
+    );
+}
+
+/// A pass takes a free instance that holds its memory before one that gave it back: when
+/// a re-profile begins, the plan's idle instances give their memory back while another
+/// thread's pass holds its own; that thread's next pass took the first free instance, one
+/// without memory, faulting a second copy of the slab in beside its own (candle's
+/// BERT-mini peaked 2.4 MB higher in runs that re-profiled).
+#[test]
+fn a_pass_takes_a_warm_instance_before_a_shed_one() {
+    run_child("child_warm_instance_first", &[]);
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_warm_instance_first() {
+    use std::sync::{Arc, Barrier};
+    if !is_child() {
+        return;
+    }
+    const KEY: &str = "warm-first";
+    // A pass's work: 256 KiB of a slab's pages, then (when `one_time`, a first pass's
+    // state) 30 allocations later passes do not make, then small slots.
+    let work = |one_time: bool| {
+        let big = black_box(vec![1u8; 256 << 10]);
+        if one_time {
+            let s: Vec<Vec<u8>> = (0..30).map(|i| vec![2; 300 + i]).collect();
+            black_box(&s);
+        }
+        black_box((big, shaped(60, 0)));
+    };
+    let pass = |one_time: bool| {
+        let _p = memo_alloc::pass(KEY);
+        work(one_time);
+    };
+    pass(true); // profiled with one-time allocations: replays skip half the slots
+    let step = Arc::new(Barrier::new(2));
+    let other = {
+        let step = step.clone();
+        std::thread::spawn(move || {
+            step.wait(); // [1] the main thread holds the first instance
+            let held = memo_alloc::pass(KEY); // the second instance
+            work(false);
+            step.wait(); // [2]
+            step.wait(); // [3] the main thread's re-profile began: the first instance shed
+            drop(held);
+            let _p = memo_alloc::pass(KEY);
+            work(false);
+            let resident = memo_alloc::stats().slab_resident_bytes;
+            step.wait(); // [4]
+            resident
+        })
+    };
+    let first = memo_alloc::pass(KEY);
+    work(false);
+    step.wait(); // [1]
+    step.wait(); // [2]
+    drop(first);
+    pass(false);
+    pass(false); // the window's third pass: skipped slots, the key is re-profiled next
+    let profile = memo_alloc::pass(KEY);
+    let r = memo_alloc::report(KEY).unwrap();
+    assert_eq!(r.state, "profiling", "{r:?}");
+    step.wait(); // [3]
+    step.wait(); // [4]
+    drop(profile);
+    let resident = other.join().unwrap();
+    let one = r.height + r.lane_bytes;
+    assert!(
+        resident < one + one / 2,
+        "{resident} bytes resident in slabs, an instance has {one}"
+    );
+}
+
 /// The divergence window belongs to one plan. While a re-profile is planned, the key's
 /// passes still replay the old plan and still skip its one-time slots; those passes must
 /// not count against the new plan, which replays cleanly (they once closed its first
