@@ -195,8 +195,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         }
     }
 
-    /// A replayed request the slab did not serve: the backend serves it (a large one, the
-    /// context's spares or the region's chunks: see `own_blocks`) and the miss is
+    /// A replayed request the slab did not serve: the backend serves it and the miss is
     /// counted, unless the backend fails too (then the request used up no slot and counts
     /// nowhere) or the thread is unwinding (then the pass is abandoned: the rest of it runs
     /// on the backend, uncounted).
@@ -220,7 +219,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             return unsafe { self.backend_alloc(layout, zeroed) };
         }
         // SAFETY: forwarded.
-        let ptr = unsafe { self.pass_block(pass, layout, zeroed) };
+        let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
             // SAFETY: right after the miss, on the pass's thread.
             unsafe { replay::undo(pass) };
@@ -300,8 +299,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     }
 
     /// A block for context `pass` of a profiled or interim pass (see
-    /// `PassState::interim`), not yet recorded, or for a replayed pass's miss: a large one
-    /// from the context's spares or
+    /// `PassState::interim`), not yet recorded: a large one from the context's spares or
     /// the region's chunks (see `own_blocks::PASS_MIN_BYTES`), any other (or when the
     /// region cannot serve it) from the backend.
     ///
@@ -386,8 +384,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     }
 
     /// Frees own block `ptr` of `size` bytes: recorded in a profiled pass, and kept in
-    /// the context's spares, while they have room, in a profiled, replayed or interim
-    /// pass.
+    /// the context's spares, while they have room, in a profiled or interim pass.
     ///
     /// # Safety
     /// As `own_blocks::free`.
@@ -495,12 +492,12 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 }
 
 /// Whether this thread's running pass `pass`, of mode `hot` (as `tls::hot_pass` gives
-/// them), keeps its large blocks off the backend: a profiled, replayed (its misses) or
-/// interim pass (see `own_blocks`).
+/// them), keeps its large blocks off the backend: a profiled or interim pass (see
+/// `own_blocks`).
 #[inline(always)]
 fn keeps_blocks(hot: Hot, pass: *mut Context) -> bool {
     match hot {
-        Hot::Profile | Hot::Replay => true,
+        Hot::Profile => true,
         // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
         Hot::Counted => unsafe { (*pass).pass().interim },
         _ => false,

@@ -3,10 +3,8 @@
 //! of the slab region, and go back to the OS the moment they are freed. So do the large
 //! blocks (at least [`PASS_MIN_BYTES`]) of a pass that runs before its key's plan exists:
 //! the profiled pass, and interim passes (`PassState::interim`) of the key while it is
-//! profiled and planned; and the large misses of a replayed pass (what its plan does not
-//! serve until the key is re-profiled). Within such a pass, a freed block is kept in its
-//! context's [`Spares`] for the next large request, so the pass's working set faults in
-//! once.
+//! profiled and planned. Within such a pass, a freed block is kept in its context's
+//! [`Spares`] for the next large request, so the pass's working set faults in once.
 //!
 //! From the backend, glibc kept them resident: planning candle's MobileNetV4 (350k
 //! allocations) left the planner thread's arena at 30 MB mapped with 15 MB of it free, and

@@ -540,54 +540,6 @@ fn child_skipped_window() {
     assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
 }
 
-/// A replayed pass's large misses come from region chunks, as a profiled pass's large
-/// blocks do, and go back to the OS when the pass ends: from the backend, glibc kept them
-/// in the thread's arena beside the slab (a thread arena's top is never trimmed while its
-/// threshold is raised), so a key's misses until its re-profile cost memory for good.
-/// Small misses still go to the backend.
-#[test]
-fn a_replayed_passs_large_misses_do_not_stay_with_the_backend() {
-    run_child("child_large_misses", &[]);
-}
-
-#[test]
-#[ignore = "child process"]
-fn child_large_misses() {
-    if !is_child() {
-        return;
-    }
-    const KEY: &str = "large-misses";
-    let pass = |big: usize| {
-        let _p = memo_alloc::pass(KEY);
-        let v = black_box(vec![1u8; big]);
-        let small = black_box(vec![2u8; 1000 + big / 1024]); // grows with `big` too
-        let own = (
-            memo_alloc::testing::is_own_block(v.as_ptr()),
-            memo_alloc::testing::is_own_block(small.as_ptr()),
-        );
-        drop((v, small));
-        own
-    };
-    pass(256 << 10); // profiled
-    assert!(memo_alloc::wait_for_plans(std::time::Duration::from_secs(
-        30
-    )));
-    assert_eq!(pass(256 << 10), (false, false), "replayed: slab hits");
-    let before = memo_alloc::report(KEY).unwrap();
-    assert_eq!(
-        pass(1 << 20),
-        (true, false),
-        "misses: large from the region, small from the backend"
-    );
-    let after = memo_alloc::report(KEY).unwrap();
-    let missed = |r: &memo_alloc::PassReport| r.misses_by_reason.iter().sum::<u64>();
-    assert_eq!(
-        missed(&after) - missed(&before),
-        2,
-        "both counted: {after:?}"
-    );
-}
-
 /// A pass takes a free instance that holds its memory before one that gave it back: when
 /// a re-profile begins, the plan's idle instances give their memory back while another
 /// thread's pass holds its own; that thread's next pass took the first free instance, one
