@@ -47,7 +47,7 @@ pub struct PassReport {
     /// it: in replay they take a cell of their size class, not a slot (see
     /// `Config::lanes`).
     pub lane_requests: u64,
-    /// Bytes of the plan's lane cells, in the slab above `height`.
+    /// Bytes of the plan's lane cells: each instance's lane block, beside its slots' block.
     pub lane_bytes: u64,
     /// Reallocs in the last profiled pass.
     pub reallocs: u64,

@@ -311,7 +311,8 @@ pub struct PlanFile {
     pub scopes: Vec<TraceScope>,
     /// One slot per allocation key (requests served by lanes have none).
     pub slots: Vec<PlanSlot>,
-    /// The size-class lanes above `height` (absent: none).
+    /// The size-class lanes, in a block of their own beside the slots' `height` (absent:
+    /// none).
     #[serde(default, skip_serializing_if = "PlanLanes::is_none")]
     pub lanes: PlanLanes,
 }
