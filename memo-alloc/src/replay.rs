@@ -307,9 +307,8 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
                 .filter(|&was| (place - was).abs() <= i64::from(WINDOW))
                 .and_then(|was| u32::try_from(was + at.request as i64).ok())
                 .filter(|&q| slot(q.into()).is_some_and(|s| matches(s, size)) && anchor(q));
-            if let Some(q) = at_before {
-                found = Some(q);
-                lost.found = before;
+            if at_before.is_some() {
+                found = at_before; // the run ends here: `lost` starts afresh at its next miss
             } else if before.is_none_or(|was| (place - was).abs() > AGREE) {
                 found = None;
                 // A first place, or one the place before disagreed with: the next anchor

@@ -189,6 +189,13 @@ impl Instance {
         self.lane_block.base()
     }
 
+    /// Whether the instance holds every block `plan` needs, as [`Instance::ensure_blocks`]
+    /// would leave it (read by other threads as a hint only).
+    fn holds_blocks(&self, plan: &CompiledPlan) -> bool {
+        (plan.height == 0 || !self.base().is_null())
+            && (plan.lanes.bytes == 0 || !self.lane_base().is_null())
+    }
+
     /// Takes the blocks the instance lacks: its slots' and its lanes' (each only if the
     /// plan has some); `false` when memory ran out (it keeps what it got).
     ///
@@ -462,10 +469,7 @@ impl Slabs {
     /// memory back, `shed_idle`, and the instance a pass on another thread held is the
     /// warm one). `locked`: the caller holds `region::LOCK`.
     fn take_existing(&self, allow_pinned: bool, locked: bool) -> Option<*mut Instance> {
-        let warm = |i: &Instance| {
-            (self.plan.height == 0 || !i.base().is_null())
-                && (self.plan.lanes.bytes == 0 || !i.lane_base().is_null())
-        };
+        let warm = |i: &Instance| i.holds_blocks(&self.plan);
         self.take_existing_if(allow_pinned, locked, warm)
             .or_else(|| self.take_existing_if(allow_pinned, locked, |_| true))
     }
