@@ -17,7 +17,8 @@
 //!    whose requests then miss until they catch up with it;
 //! 3. `next + 1` matches: `next` is missing (or this request replaced it): take `next + 1`;
 //! 4. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
-//!    the two agree that the slots before `c` are missing: jump and take `c + 1`;
+//!    the two agree that the slots before `c` are missing: jump and take `c + 1` (the
+//!    earlier request is placed; unless the pass was lost, rule 7's run of misses ends);
 //! 5. the pass is *shrinking* and the request fits `next`, at least an eighth of its
 //!    smallest seen size (a smaller shape of the bucket): take `next`. With lanes, a slot
 //!    whose request shrank to a lane's size is not in the pass's sequence: a request that
@@ -158,6 +159,13 @@ fn take(
         return jump(cursor, next + 1);
     }
     if pending != NO_SLOT && slot(pending + 1).is_some_and(|s| matches(s, size)) {
+        // The miss that named the candidate has its place now. Unless the pass is lost
+        // (its run searched already: there the jump may be chance), the run's misses
+        // are behind a place found: an anchor holding one would match nowhere (its
+        // distance in requests is not its distance in slots past the jump).
+        if lost.run < ANCHOR as u32 {
+            lost.run = 0;
+        }
         return jump(cursor, pending + 1);
     }
     match *shrink {
@@ -1246,6 +1254,44 @@ mod tests {
             Some(&Some(sizes.len() as u32 - 1)),
             "in step at the end"
         );
+    }
+
+    /// candle's BERT-mini, its first forward planned: a few one-time slots in the head
+    /// (the second forward's request stands for the first of them: it misses and names
+    /// a candidate, which the request after it confirms), then a run of one-time slots.
+    /// The head's miss has its place once the candidate is confirmed: left in the run,
+    /// it spoiled the first anchor of the missing run after it (its distance in
+    /// requests is not its distance in slots past the jump), and the place was found
+    /// one anchor later.
+    #[test]
+    fn a_miss_placed_by_a_jump_leaves_the_run() {
+        let head = [100u64, 200, 901, 902, 300, 400, 500, 600];
+        let after: Vec<u64> = (20..=80u64).map(mixed_size).collect();
+        let one_time = [4096u64; 40];
+        let sizes: Vec<u64> = head
+            .iter()
+            .chain(&one_time)
+            .chain(&after)
+            .copied()
+            .collect();
+        let p = plan(&sizes);
+        let requests: Vec<u64> = [100u64, 200, 300, 400, 500, 600]
+            .iter()
+            .chain(&after)
+            .copied()
+            .collect();
+        let took = run(&p, &requests);
+        assert_eq!(
+            took[..4],
+            [Some(0), Some(1), None, Some(5)],
+            "the head's jump"
+        );
+        let missed = took.iter().filter(|t| t.is_none()).count();
+        // The head's miss and two anchors (the first finds the place, the second
+        // confirms it): 8 misses; before, 11 (the first anchor held the head's miss and found
+        // nothing, and the search after it waited twice as long).
+        assert!(missed <= 1 + 2 * ANCHOR, "missed {missed}: {took:?}");
+        assert_eq!(took.last(), Some(&Some(sizes.len() as u32 - 1)));
     }
 
     /// The faulting pass of candle's MobileNetV4 at two request threads (one pass in
