@@ -32,6 +32,7 @@ use crate::geometry::offset_align;
 use crate::group_index::GroupIndex;
 use crate::hash::name_hash;
 use crate::lanes::LaneLayout;
+use crate::skips::Skips;
 use crate::sync::{AtomicU32, AtomicU8, Ordering};
 use crate::trace::PlanFile;
 
@@ -128,6 +129,9 @@ pub(crate) struct Lost {
     /// Where the run's last search found a place: its slot less the request's index. A
     /// place is taken when two searches in a row agree on it (within [`AGREE`]).
     pub(crate) found: Option<i64>,
+    /// The slot the cursor stood at and the pass's request index at the run's first
+    /// miss: a place taken far past that slot is learned as a skip (see `skips.rs`).
+    pub(crate) start: (u32, u64),
 }
 
 /// Two searches' places agree when they differ by at most this many slots: requests
@@ -237,6 +241,8 @@ pub(crate) struct CompiledPlan {
     pass_ends: AtomicU32,
     /// The lane requests that escaped the profiled pass, by node and lane ordinal.
     lane_escapes: Box<[LaneEscapeAt]>,
+    /// Where replayed passes found their place again past planned slots they skipped.
+    pub(crate) skips: Skips,
 }
 
 /// An escaping lane request of a compiled plan (see `trace::LaneEscape`).
@@ -524,6 +530,7 @@ impl CompiledPlan {
             group_index,
             pass_ends: AtomicU32::new(0),
             lane_escapes,
+            skips: Skips::default(),
         })
     }
 

@@ -106,6 +106,7 @@ mod registry;
 mod replay;
 mod report;
 mod run_stack;
+mod skips;
 mod slab;
 pub mod stats;
 mod sync;

@@ -14,11 +14,14 @@
 //!    was inserted before a slot of its size, or two requests of common sizes matched a
 //!    place ahead by chance): go back and take it. Left alone, a wrong jump cascades:
 //!    every displaced request jumps again, and the cursor runs ahead of the program,
-//!    whose requests then miss until they catch up with it;
+//!    whose requests then miss until they catch up with it. A skip (below) the jump
+//!    learned or took is forgotten;
 //! 3. `next + 1` matches: `next` is missing (or this request replaced it): take `next + 1`;
 //! 4. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
 //!    the two agree that the slots before `c` are missing: jump and take `c + 1` (the
-//!    earlier request is placed; unless the pass was lost, rule 7's run of misses ends);
+//!    earlier request is placed; unless the pass was lost, rule 7's run of misses ends,
+//!    and the plan learns the skip from `next` to `c`); or a skip a pass before learned
+//!    from `next` names a slot this request matches: jump and take it;
 //! 5. the pass is *shrinking* and the request fits `next`, at least an eighth of its
 //!    smallest seen size (a smaller shape of the bucket): take `next`. With lanes, a slot
 //!    whose request shrank to a lane's size is not in the pass's sequence: a request that
@@ -51,7 +54,14 @@
 //!    or a place after those, waits for a run twice as long before the next, so a pass
 //!    that matches nothing at all pays a logarithmic number of searches. An anchor of one
 //!    size (which matches anywhere in a run of it) waits for another size without a
-//!    search.
+//!    search. A place taken past the slot the cursor stood at when the run began is
+//!    learned as a skip from that slot to the run's first request's.
+//!
+//! Skips (`skips.rs`) are what a pass found out about the plan for the passes after it: a
+//! plan of a process's first forward holds one-time slots that every later pass passes
+//! over, and each would pay rule 7's search again (7 requests of candle's BERT-mini,
+//! 800 KB a pass to the backend) or rule 4's miss. They are hints, shared by the plan's
+//! instances and taken only by a request that matches the slot they name.
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing. Going
@@ -121,13 +131,14 @@ fn fits_shrunk(slot: &Slot, size: u64, k: u64) -> bool {
 #[cold]
 #[inline(never)]
 fn take(
-    slots: &[Slot],
+    plan: &CompiledPlan,
     cursor: &mut Cursor,
     size: u64,
     (shrink, lost): (&mut Shrink, &mut Lost),
     at: At,
 ) -> Result<u32, MissReason> {
     let (node, hits) = (at.node, at.hits);
+    let slots = &plan.slots[..];
     let slot = |i: u32| slots.get(i as usize).filter(|_| i < cursor.end);
     let fits_by = |k: u64| move |s: &Slot| fits_shrunk(s, size, k);
     let fits = fits_by(SHRINK);
@@ -153,20 +164,27 @@ fn take(
         return hit(cursor, next);
     }
     if let Some(i) = back_after_jump(slots, cursor, size, back) {
+        // The jump was wrong: a skip it learned or took misleads the passes after.
+        plan.skips.unlearn(back);
         return hit(cursor, i);
     }
     if slot(next + 1).is_some_and(|s| matches(s, size)) {
         return jump(cursor, next + 1);
     }
     if pending != NO_SLOT && slot(pending + 1).is_some_and(|s| matches(s, size)) {
-        // The miss that named the candidate has its place now. Unless the pass is lost
-        // (its run searched already: there the jump may be chance), the run's misses
-        // are behind a place found: an anchor holding one would match nowhere (its
-        // distance in requests is not its distance in slots past the jump).
-        if lost.run < ANCHOR as u32 {
-            lost.run = 0;
+        // The miss that named the candidate has its place now, and unless the pass is
+        // lost (the two may agree by chance there), the next pass may skip to it.
+        if lost.run < ANCHOR as u32 && pending > next + 1 {
+            plan.skips.learn(next, pending);
         }
+        placed(lost);
         return jump(cursor, pending + 1);
+    }
+    if let Some(to) = plan.skips.from(next) {
+        if slot(to).is_some_and(|s| matches(s, size)) {
+            placed(lost);
+            return jump(cursor, to);
+        }
     }
     match *shrink {
         Shrink::On => {
@@ -203,6 +221,7 @@ fn take(
         };
     }
     if let Some(i) = anchored(slots, cursor, size, lost, at) {
+        learn_skip(plan, lost, i, at);
         return hit(cursor, i);
     }
     // After an unconfirmed candidate, this request's slot (if the two are in order) is
@@ -218,6 +237,26 @@ fn take(
         Some(s) if size > s.size => MissReason::TooLarge,
         _ => MissReason::Unplanned,
     })
+}
+
+/// A jump placed the pass: unless it was lost (its run of misses searched already: there
+/// a jump may be chance), the run's misses are behind the place, and an anchor holding
+/// one would match nowhere (its distance in requests is not its distance in slots past
+/// the jump): the run ends.
+fn placed(lost: &mut Lost) {
+    if lost.run < ANCHOR as u32 {
+        lost.run = 0;
+    }
+}
+
+/// Rule 7 took slot `taken` for the request `at`: when the run's first miss, in step with
+/// it, stood for a slot past the one the cursor stood at then, the plan learns the skip.
+fn learn_skip(plan: &CompiledPlan, lost: &Lost, taken: u32, at: At) {
+    let (from, first) = lost.start;
+    let to = u64::from(taken).checked_sub(at.request - first);
+    if let Some(to) = to.filter(|&to| to > u64::from(from) + 1) {
+        plan.skips.learn(from, to as u32);
+    }
 }
 
 /// Rule 2: after a jump from slot `back` ([`NO_SLOT`]: none), the first of the first two
@@ -268,6 +307,7 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
         *lost = Lost {
             node: at.node,
             search_at: ANCHOR as u32,
+            start: (cursor.next, at.request),
             ..Lost::default()
         };
     }
@@ -578,13 +618,7 @@ unsafe fn alloc_resync(pass: &mut Context, layout: Layout) -> Result<*mut u8, Mi
                         lane_max: plan.lanes.max,
                     };
                     (
-                        take(
-                            &plan.slots,
-                            cursor,
-                            size,
-                            (&mut pass.shrink, &mut pass.lost),
-                            at,
-                        ),
+                        take(plan, cursor, size, (&mut pass.shrink, &mut pass.lost), at),
                         before,
                     )
                 }
@@ -940,6 +974,7 @@ pub(crate) unsafe fn lane_grow(
 }
 
 #[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::slab::Slabs;
@@ -996,7 +1031,8 @@ mod tests {
         CompiledPlan::compile(&file).unwrap()
     }
 
-    /// Runs `requests` through the matcher; returns what each took.
+    /// Runs `requests` through the matcher as the plan's first replayed pass (the skips
+    /// earlier runs learned are forgotten); returns what each took.
     fn run(plan: &CompiledPlan, requests: &[u64]) -> Vec<Option<u32>> {
         run_with_lanes(plan, requests, 0)
     }
@@ -1004,6 +1040,12 @@ mod tests {
     /// [`run`] for a plan with lanes of at most `lane_max` bytes (the requests given are
     /// the others).
     fn run_with_lanes(plan: &CompiledPlan, requests: &[u64], lane_max: u64) -> Vec<Option<u32>> {
+        plan.skips.forget();
+        run_learned(plan, requests, lane_max)
+    }
+
+    /// [`run_with_lanes`] as a later pass: with the skips the plan's passes learned.
+    fn run_learned(plan: &CompiledPlan, requests: &[u64], lane_max: u64) -> Vec<Option<u32>> {
         let mut c = plan.initial_cursors()[0];
         let mut shrink = Shrink::Off;
         let mut lost = Lost::default();
@@ -1019,7 +1061,7 @@ mod tests {
                     request: i as u64,
                     lane_max,
                 };
-                let t = take(&plan.slots, &mut c, size, (&mut shrink, &mut lost), at);
+                let t = take(plan, &mut c, size, (&mut shrink, &mut lost), at);
                 hits += t.is_ok() as u64;
                 t.ok()
             })
@@ -1165,7 +1207,7 @@ mod tests {
                 request: i,
                 lane_max: 0,
             };
-            assert!(take(&p.slots, &mut c, 8, (&mut shrink, &mut lost), at).is_err());
+            assert!(take(&p, &mut c, 8, (&mut shrink, &mut lost), at).is_err());
         }
         assert_eq!(lost.search_at, ANCHOR as u32, "no search");
     }
@@ -1202,7 +1244,7 @@ mod tests {
                 request: i as u64,
                 lane_max: 0,
             };
-            assert!(take(&p.slots, &mut c, size, (&mut shrink, &mut lost), at).is_err());
+            assert!(take(&p, &mut c, size, (&mut shrink, &mut lost), at).is_err());
         }
         assert_eq!(
             lost.search_at,
@@ -1294,6 +1336,54 @@ mod tests {
         assert_eq!(took.last(), Some(&Some(sizes.len() as u32 - 1)));
     }
 
+    /// The plan of a first forward (one-time slots in its head, and a run of them after
+    /// it), replayed by the passes after it: the first finds its place again past both
+    /// (a candidate confirmed, two anchors that agree) and the plan learns the skips; the
+    /// next takes them at once.
+    #[test]
+    fn the_skips_one_pass_found_cost_the_next_nothing() {
+        let head = [100u64, 200, 901, 902, 300, 400, 500, 600];
+        let after: Vec<u64> = (20..=80u64).map(mixed_size).collect();
+        let sizes: Vec<u64> = head
+            .iter()
+            .chain(&[4096; 40])
+            .chain(&after)
+            .copied()
+            .collect();
+        let p = plan(&sizes);
+        let requests: Vec<u64> = [100u64, 200, 300, 400, 500, 600]
+            .iter()
+            .chain(&after)
+            .copied()
+            .collect();
+        let first = run(&p, &requests);
+        let missed = |took: &[Option<u32>]| took.iter().filter(|t| t.is_none()).count();
+        assert!(
+            missed(&first) > ANCHOR,
+            "the first pass searches: {first:?}"
+        );
+        let second = run_learned(&p, &requests, 0);
+        assert_eq!(missed(&second), 0, "{second:?}");
+        let own: Vec<Option<u32>> = [0, 1, 4, 5, 6, 7]
+            .into_iter()
+            .chain(48..48 + after.len() as u32)
+            .map(Some)
+            .collect();
+        assert_eq!(second, own, "each request its own slot");
+    }
+
+    /// A skip is a hint: a pass that stands where one was learned, with a request that
+    /// matches the skip's slot but is an insertion, jumps, and the requests after it take
+    /// the jump back (rule 2).
+    #[test]
+    fn a_wrong_skip_is_taken_back() {
+        let p = plan(&[100, 200, 901, 902, 300, 400, 500, 600]);
+        run(&p, &[100, 200, 300, 400]); // learns 2 -> 4
+        let took = run_learned(&p, &[100, 200, 300, 901, 902, 300, 400, 500, 600], 0);
+        assert_eq!(took[..5], [Some(0), Some(1), Some(4), Some(2), Some(3)]);
+        assert_eq!(took.last(), Some(&Some(7)), "in step at the end: {took:?}");
+    }
+
     /// The faulting pass of candle's MobileNetV4 at two request threads (one pass in
     /// thirty): the plan holds a first pass's one-time slots after its first few, the
     /// model's sequence repeats block after block, and a request that moves about from
@@ -1344,12 +1434,12 @@ mod tests {
         let mut c = p.initial_cursors()[0];
         let size = 150;
         assert_eq!(
-            take(&p.slots, &mut c, size, (&mut shrink, &mut lost), at0()),
+            take(&p, &mut c, size, (&mut shrink, &mut lost), at0()),
             Err(MissReason::TooLarge)
         );
         let mut c = p.initial_cursors()[0];
         assert_eq!(
-            take(&p.slots, &mut c, 5, (&mut shrink, &mut lost), at0()),
+            take(&p, &mut c, 5, (&mut shrink, &mut lost), at0()),
             Err(MissReason::Unplanned)
         );
         assert_eq!(c.next, 0, "nothing moved");

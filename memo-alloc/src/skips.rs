@@ -1,0 +1,120 @@
+//! Skips a plan's replayed passes learned: where a pass that lost its place in a run of
+//! planned slots it did not allocate (a process's first forward, planned, with one-time
+//! state that later forwards no longer build) found it again. The next pass that stands
+//! at the run's first slot with a request that does not match it jumps to the place at
+//! once, instead of paying the misses that finding it again costs (two anchors of rule
+//! 7 in `replay.rs`: 7 requests of candle's BERT-mini, 800 KB a pass to the backend).
+//!
+//! A skip is a hint, shared by the plan's instances: written on the cold path, read only
+//! after the faster rules failed, and taken only by a request that matches the slot it
+//! names (a wrong one is taken back as any jump is, by rule 2). Nothing depends on its
+//! being there or current: a race loses a skip, never a slot.
+
+use crate::sync::plain::AtomicU64;
+use crate::sync::Ordering;
+
+/// Skips a plan remembers (a full table overwrites by the skip's first slot).
+const SKIPS: usize = 16;
+
+/// The skips of one compiled plan: `(from, to)` slot pairs, packed `from << 32 | to` (0:
+/// empty; a skip goes forward, so `to > from` and no skip packs to 0).
+#[derive(Debug)]
+pub(crate) struct Skips {
+    entries: [AtomicU64; SKIPS],
+}
+
+impl Default for Skips {
+    fn default() -> Skips {
+        Skips {
+            entries: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Skips {
+    /// Remembers that a pass standing at slot `from` continued at slot `to` (past it).
+    pub(crate) fn learn(&self, from: u32, to: u32) {
+        debug_assert!(to > from);
+        let packed = u64::from(from) << 32 | u64::from(to);
+        let first = from as usize % SKIPS;
+        // The entry of `from` if there is one, else the first empty one, else the one
+        // `from` hashes to.
+        let at = (0..SKIPS)
+            .map(|d| (first + d) % SKIPS)
+            .find(|&i| {
+                let e = self.entries[i].load(Ordering::Relaxed);
+                e == 0 || e >> 32 == u64::from(from)
+            })
+            .unwrap_or(first);
+        self.entries[at].store(packed, Ordering::Relaxed);
+    }
+
+    /// Forgets the skip from slot `from`, if any (a jump it made was taken back). Its
+    /// entry stays, as `from -> from`, which is no skip: lookups probe past it.
+    pub(crate) fn unlearn(&self, from: u32) {
+        let first = from as usize % SKIPS;
+        let packed = u64::from(from) << 32 | u64::from(from);
+        for d in 0..SKIPS {
+            let e = &self.entries[(first + d) % SKIPS];
+            match e.load(Ordering::Relaxed) {
+                0 => return,
+                v if v >> 32 == u64::from(from) => return e.store(packed, Ordering::Relaxed),
+                _ => {}
+            }
+        }
+    }
+
+    /// Forgets every skip.
+    #[cfg(test)]
+    pub(crate) fn forget(&self) {
+        for e in &self.entries {
+            e.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Where a pass standing at slot `from` continued last, if a pass learned it.
+    pub(crate) fn from(&self, from: u32) -> Option<u32> {
+        let first = from as usize % SKIPS;
+        (0..SKIPS)
+            .map(|d| self.entries[(first + d) % SKIPS].load(Ordering::Relaxed))
+            .take_while(|&e| e != 0)
+            .find(|&e| e >> 32 == u64::from(from))
+            .map(|e| e as u32)
+            .filter(|&to| to > from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learned_skips_are_found_by_their_first_slot() {
+        let s = Skips::default();
+        assert_eq!(s.from(29), None);
+        s.learn(29, 109);
+        s.learn(0, 40);
+        assert_eq!(s.from(29), Some(109));
+        assert_eq!(s.from(0), Some(40));
+        s.learn(29, 110);
+        assert_eq!(s.from(29), Some(110), "relearned, not added");
+        // Colliding first slots probe on; a full table overwrites.
+        for k in 1..40u32 {
+            s.learn(k * SKIPS as u32, k * SKIPS as u32 + 1);
+        }
+        assert_eq!(s.from(39 * SKIPS as u32), Some(39 * SKIPS as u32 + 1));
+        assert!(s.entries.iter().all(|e| e.load(Ordering::Relaxed) != 0));
+    }
+
+    #[test]
+    fn an_unlearned_skip_is_no_skip_and_others_are_still_found() {
+        let s = Skips::default();
+        s.learn(3, 10);
+        s.learn(3 + SKIPS as u32, 30); // probes past 3's entry
+        s.unlearn(3);
+        assert_eq!(s.from(3), None);
+        assert_eq!(s.from(3 + SKIPS as u32), Some(30));
+        s.learn(3, 12);
+        assert_eq!(s.from(3), Some(12), "learned again in its old entry");
+    }
+}
