@@ -974,7 +974,6 @@ pub(crate) unsafe fn lane_grow(
 }
 
 #[cfg(all(test, not(loom)))]
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::slab::Slabs;
