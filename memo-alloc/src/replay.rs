@@ -253,7 +253,12 @@ fn placed(lost: &mut Lost) {
 /// it, stood for a slot past the one the cursor stood at then, the plan learns the skip.
 fn learn_skip(plan: &CompiledPlan, lost: &Lost, taken: u32, at: At) {
     let (from, first) = lost.start;
-    let to = u64::from(taken).checked_sub(at.request - first);
+    // Request indices grow within a context, which the run belongs to.
+    debug_assert!(first <= at.request);
+    let to = at
+        .request
+        .checked_sub(first)
+        .and_then(|back| u64::from(taken).checked_sub(back));
     if let Some(to) = to.filter(|&to| to > u64::from(from) + 1) {
         plan.skips.learn(from, to as u32);
     }
