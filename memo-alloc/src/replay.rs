@@ -1302,6 +1302,19 @@ mod tests {
         );
     }
 
+    /// A first forward's slot sizes (two one-time slots in its head, 40 after it) and a
+    /// later forward's requests (without them).
+    fn first_forward_plan() -> (Vec<u64>, Vec<u64>) {
+        let after: Vec<u64> = (20..=80u64).map(mixed_size).collect();
+        let head = [100u64, 200, 901, 902, 300, 400, 500, 600];
+        let sizes = head.iter().chain(&[4096; 40]).chain(&after).copied();
+        let requests = [100u64, 200, 300, 400, 500, 600]
+            .iter()
+            .chain(&after)
+            .copied();
+        (sizes.collect(), requests.collect())
+    }
+
     /// candle's BERT-mini, its first forward planned: a few one-time slots in the head
     /// (the second forward's request stands for the first of them: it misses and names
     /// a candidate, which the request after it confirms), then a run of one-time slots.
@@ -1311,21 +1324,8 @@ mod tests {
     /// one anchor later.
     #[test]
     fn a_miss_placed_by_a_jump_leaves_the_run() {
-        let head = [100u64, 200, 901, 902, 300, 400, 500, 600];
-        let after: Vec<u64> = (20..=80u64).map(mixed_size).collect();
-        let one_time = [4096u64; 40];
-        let sizes: Vec<u64> = head
-            .iter()
-            .chain(&one_time)
-            .chain(&after)
-            .copied()
-            .collect();
+        let (sizes, requests) = first_forward_plan();
         let p = plan(&sizes);
-        let requests: Vec<u64> = [100u64, 200, 300, 400, 500, 600]
-            .iter()
-            .chain(&after)
-            .copied()
-            .collect();
         let took = run(&p, &requests);
         assert_eq!(
             took[..4],
@@ -1346,20 +1346,8 @@ mod tests {
     /// next takes them at once.
     #[test]
     fn the_skips_one_pass_found_cost_the_next_nothing() {
-        let head = [100u64, 200, 901, 902, 300, 400, 500, 600];
-        let after: Vec<u64> = (20..=80u64).map(mixed_size).collect();
-        let sizes: Vec<u64> = head
-            .iter()
-            .chain(&[4096; 40])
-            .chain(&after)
-            .copied()
-            .collect();
+        let (sizes, requests) = first_forward_plan();
         let p = plan(&sizes);
-        let requests: Vec<u64> = [100u64, 200, 300, 400, 500, 600]
-            .iter()
-            .chain(&after)
-            .copied()
-            .collect();
         let first = run(&p, &requests);
         let missed = |took: &[Option<u32>]| took.iter().filter(|t| t.is_none()).count();
         assert!(
@@ -1370,7 +1358,7 @@ mod tests {
         assert_eq!(missed(&second), 0, "{second:?}");
         let own: Vec<Option<u32>> = [0, 1, 4, 5, 6, 7]
             .into_iter()
-            .chain(48..48 + after.len() as u32)
+            .chain(48..sizes.len() as u32)
             .map(Some)
             .collect();
         assert_eq!(second, own, "each request its own slot");
