@@ -129,9 +129,10 @@ pub(crate) struct Lost {
     /// Where the run's last search found a place: its slot less the request's index. A
     /// place is taken when two searches in a row agree on it (within [`AGREE`]).
     pub(crate) found: Option<i64>,
-    /// The slot the cursor stood at and the pass's request index at the run's first
-    /// miss: a place taken far past that slot is learned as a skip (see `skips.rs`).
-    pub(crate) start: (u32, u64),
+    /// The slot the cursor stood at, and the pass's request index and the size of the
+    /// run's first miss: a place taken far past that slot is learned as a skip (see
+    /// `skips.rs`).
+    pub(crate) start: (u32, u64, u64),
 }
 
 /// Two searches' places agree when they differ by at most this many slots: requests
