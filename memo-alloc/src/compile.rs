@@ -129,10 +129,32 @@ pub(crate) struct Lost {
     /// Where the run's last search found a place: its slot less the request's index. A
     /// place is taken when two searches in a row agree on it (within [`AGREE`]).
     pub(crate) found: Option<i64>,
-    /// The slot the cursor stood at, and the pass's request index and the size of the
-    /// run's first miss: a place taken far past that slot is learned as a skip (see
+    /// Where the run began: a place the pass finds past it is learned as a skip (see
     /// `skips.rs`).
-    pub(crate) start: (u32, u64, u64),
+    pub(crate) start: RunStart,
+}
+
+/// The first miss of a run (see [`Lost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunStart {
+    /// The slot the cursor stood at.
+    pub(crate) slot: u32,
+    /// The pass's request index and size.
+    pub(crate) request: u64,
+    pub(crate) size: u64,
+    /// The candidate it named (`replay.rs`, rule 6), or [`NO_SLOT`].
+    pub(crate) candidate: u32,
+}
+
+impl Default for RunStart {
+    fn default() -> RunStart {
+        RunStart {
+            slot: NO_SLOT,
+            request: 0,
+            size: 0,
+            candidate: NO_SLOT,
+        }
+    }
 }
 
 /// Two searches' places agree when they differ by at most this many slots: requests
