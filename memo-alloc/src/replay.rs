@@ -20,8 +20,9 @@
 //! 4. an earlier unmatched request named a candidate `c` ahead and this one matches `c + 1`:
 //!    the two agree that the slots before `c` are missing: jump and take `c + 1` (the
 //!    earlier request is placed; unless the pass was lost, rule 7's run of misses ends,
-//!    and the plan learns the skip from `next` to `c`); or a skip a pass before learned
-//!    from `next` names a slot this request matches: jump and take it;
+//!    and when that run began at `next`, the plan learns the skip from `next` to the
+//!    candidate its first miss named); or a skip a pass before learned from `next` names
+//!    a slot this request matches: jump and take it;
 //! 5. the pass is *shrinking* and the request fits `next`, at least an eighth of its
 //!    smallest seen size (a smaller shape of the bucket): take `next`. With lanes, a slot
 //!    whose request shrank to a lane's size is not in the pass's sequence: a request that
@@ -55,13 +56,16 @@
 //!    that matches nothing at all pays a logarithmic number of searches. An anchor of one
 //!    size (which matches anywhere in a run of it) waits for another size without a
 //!    search. A place taken past the slot the cursor stood at when the run began is
-//!    learned as a skip from that slot to the run's first request's.
+//!    learned as a skip from that slot to the run's first request's, if that matches it.
 //!
 //! Skips (`skips.rs`) are what a pass found out about the plan for the passes after it: a
 //! plan of a process's first forward holds one-time slots that every later pass passes
 //! over, and each would pay rule 7's search again (7 requests of candle's BERT-mini,
 //! 800 KB a pass to the backend) or rule 4's miss. They are hints, shared by the plan's
-//! instances and taken only by a request that matches the slot they name.
+//! instances and taken only by a request that matches the slot they name. A skip belongs
+//! to the first request that misses at its slot, the one a later pass brings there first
+//! (learned for a later one, in a run of equal sizes it puts each request of the run a
+//! slot on, and a buffer living the whole pass on a slot planned to live briefly).
 //!
 //! A taken slot is then checked (escaping, alignment, overlap); failing a check misses
 //! with that reason, the slot used up. A request matching nothing moves nothing. Going
