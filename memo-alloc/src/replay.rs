@@ -262,7 +262,8 @@ fn placed(lost: &mut Lost) {
 /// later miss, the skip took each request of the run a slot one place on.
 fn learn_jump(plan: &CompiledPlan, lost: &Lost, node: u32, next: u32, pending: u32) {
     let start = lost.start;
-    let began_here = lost.node == node && start.slot == next && lost.run < ANCHOR as u32;
+    let run = 1..ANCHOR as u32; // a run is going on, and has not searched yet
+    let began_here = lost.node == node && start.slot == next && run.contains(&lost.run);
     let to = start.candidate;
     if began_here && to <= pending && to > next.saturating_add(1) {
         plan.skips.learn(next, to);
