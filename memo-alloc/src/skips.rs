@@ -16,8 +16,8 @@ use crate::sync::Ordering;
 /// Skips a plan remembers (a full table overwrites by the skip's first slot).
 const SKIPS: usize = 16;
 
-/// The skips of one compiled plan: `(from, to)` slot pairs, packed `from << 32 | to` (0:
-/// empty; a skip goes forward, so `to > from` and no skip packs to 0).
+/// The skips of one compiled plan: `(from, to)` slot pairs, packed `(from + 1) << 32 | to`
+/// (0: empty; no pair packs to 0, and slot indices are below `u32::MAX`).
 #[derive(Debug)]
 pub(crate) struct Skips {
     entries: [AtomicU64; SKIPS],
@@ -31,11 +31,16 @@ impl Default for Skips {
     }
 }
 
+/// The high half of the entries of skips from slot `from`.
+fn key(from: u32) -> u64 {
+    debug_assert!(from < u32::MAX);
+    (u64::from(from) + 1) << 32
+}
+
 impl Skips {
     /// Remembers that a pass standing at slot `from` continued at slot `to` (past it).
     pub(crate) fn learn(&self, from: u32, to: u32) {
         debug_assert!(to > from);
-        let packed = u64::from(from) << 32 | u64::from(to);
         let first = from as usize % SKIPS;
         // The entry of `from` if there is one, else the first empty one, else the one
         // `from` hashes to.
@@ -43,22 +48,23 @@ impl Skips {
             .map(|d| (first + d) % SKIPS)
             .find(|&i| {
                 let e = self.entries[i].load(Ordering::Relaxed);
-                e == 0 || e >> 32 == u64::from(from)
+                e == 0 || e >> 32 << 32 == key(from)
             })
             .unwrap_or(first);
-        self.entries[at].store(packed, Ordering::Relaxed);
+        self.entries[at].store(key(from) | u64::from(to), Ordering::Relaxed);
     }
 
     /// Forgets the skip from slot `from`, if any (a jump it made was taken back). Its
     /// entry stays, as `from -> from`, which is no skip: lookups probe past it.
     pub(crate) fn unlearn(&self, from: u32) {
         let first = from as usize % SKIPS;
-        let packed = u64::from(from) << 32 | u64::from(from);
         for d in 0..SKIPS {
             let e = &self.entries[(first + d) % SKIPS];
             match e.load(Ordering::Relaxed) {
                 0 => return,
-                v if v >> 32 == u64::from(from) => return e.store(packed, Ordering::Relaxed),
+                v if v >> 32 << 32 == key(from) => {
+                    return e.store(key(from) | u64::from(from), Ordering::Relaxed)
+                }
                 _ => {}
             }
         }
@@ -78,7 +84,7 @@ impl Skips {
         (0..SKIPS)
             .map(|d| self.entries[(first + d) % SKIPS].load(Ordering::Relaxed))
             .take_while(|&e| e != 0)
-            .find(|&e| e >> 32 == u64::from(from))
+            .find(|&e| e >> 32 << 32 == key(from))
             .map(|e| e as u32)
             .filter(|&to| to > from)
     }
@@ -116,5 +122,10 @@ mod tests {
         assert_eq!(s.from(3 + SKIPS as u32), Some(30));
         s.learn(3, 12);
         assert_eq!(s.from(3), Some(12), "learned again in its old entry");
+        // Slot 0's forgotten skip is no empty entry either.
+        s.learn(0, 5);
+        s.learn(SKIPS as u32, 40);
+        s.unlearn(0);
+        assert_eq!((s.from(0), s.from(SKIPS as u32)), (None, Some(40)));
     }
 }
