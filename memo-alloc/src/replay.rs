@@ -177,7 +177,7 @@ fn take(
         return jump(cursor, next + 1);
     }
     if pending != NO_SLOT && slot(pending + 1).is_some_and(|s| matches(s, size)) {
-        learn_jump(plan, lost, node, next, pending);
+        learn_from_candidate(plan, lost, node, next, pending);
         placed(lost);
         return jump(cursor, pending + 1);
     }
@@ -222,7 +222,7 @@ fn take(
         };
     }
     if let Some(i) = anchored(slots, cursor, size, lost, at) {
-        learn_skip(plan, lost, i, at);
+        learn_from_place(plan, lost, i, at);
         return hit(cursor, i);
     }
     // After an unconfirmed candidate, this request's slot (if the two are in order) is
@@ -260,7 +260,7 @@ fn placed(lost: &mut Lost) {
 /// that later forwards make elsewhere stood between the two (candle's MobileNetV4: a
 /// run of equal sizes whose first two requests missed at one slot). Learned for the
 /// later miss, the skip took each request of the run a slot one place on.
-fn learn_jump(plan: &CompiledPlan, lost: &Lost, node: u32, next: u32, pending: u32) {
+fn learn_from_candidate(plan: &CompiledPlan, lost: &Lost, node: u32, next: u32, pending: u32) {
     let start = lost.start;
     let run = 1..ANCHOR as u32; // a run is going on, and has not searched yet
     let began_here = lost.node == node && start.slot == next && run.contains(&lost.run);
@@ -273,8 +273,13 @@ fn learn_jump(plan: &CompiledPlan, lost: &Lost, node: u32, next: u32, pending: u
 /// Rule 7 took slot `taken` for the request `at`: when the run's first miss, in step with
 /// it, stood for a slot past the one the cursor stood at then, and matches it, the plan
 /// learns the skip.
-fn learn_skip(plan: &CompiledPlan, lost: &Lost, taken: u32, at: At) {
-    let (from, first, size) = (lost.start.slot, lost.start.request, lost.start.size);
+fn learn_from_place(plan: &CompiledPlan, lost: &Lost, taken: u32, at: At) {
+    let RunStart {
+        slot: from,
+        request: first,
+        size,
+        ..
+    } = lost.start;
     // Request indices grow within a context, which the run belongs to.
     debug_assert!(first <= at.request);
     let back = at.request.checked_sub(first);

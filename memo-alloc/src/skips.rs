@@ -37,36 +37,45 @@ fn key(from: u32) -> u64 {
     (u64::from(from) + 1) << 32
 }
 
+/// Whether entry value `v` holds the skip from slot `from` (learned or forgotten).
+fn holds(v: u64, from: u32) -> bool {
+    v >> 32 << 32 == key(from)
+}
+
 impl Skips {
+    /// The entries a skip from slot `from` may be in, in probing order, with their values.
+    fn probe(&self, from: u32) -> impl Iterator<Item = (&AtomicU64, u64)> {
+        let first = from as usize % SKIPS;
+        (0..SKIPS).map(move |d| {
+            let e = &self.entries[(first + d) % SKIPS];
+            (e, e.load(Ordering::Relaxed))
+        })
+    }
+
+    /// The entry holding the skip from slot `from` (learned or forgotten), and its value.
+    fn entry_of(&self, from: u32) -> Option<(&AtomicU64, u64)> {
+        self.probe(from)
+            .take_while(|&(_, v)| v != 0)
+            .find(|&(_, v)| holds(v, from))
+    }
+
     /// Remembers that a pass standing at slot `from` continued at slot `to` (past it).
     pub(crate) fn learn(&self, from: u32, to: u32) {
         debug_assert!(to > from);
-        let first = from as usize % SKIPS;
         // The entry of `from` if there is one, else the first empty one, else the one
         // `from` hashes to.
-        let at = (0..SKIPS)
-            .map(|d| (first + d) % SKIPS)
-            .find(|&i| {
-                let e = self.entries[i].load(Ordering::Relaxed);
-                e == 0 || e >> 32 << 32 == key(from)
-            })
-            .unwrap_or(first);
-        self.entries[at].store(key(from) | u64::from(to), Ordering::Relaxed);
+        let at = self
+            .probe(from)
+            .find(|&(_, v)| v == 0 || holds(v, from))
+            .map_or(&self.entries[from as usize % SKIPS], |(e, _)| e);
+        at.store(key(from) | u64::from(to), Ordering::Relaxed);
     }
 
     /// Forgets the skip from slot `from`, if any (a jump it made was taken back). Its
     /// entry stays, as `from -> from`, which is no skip: lookups probe past it.
     pub(crate) fn unlearn(&self, from: u32) {
-        let first = from as usize % SKIPS;
-        for d in 0..SKIPS {
-            let e = &self.entries[(first + d) % SKIPS];
-            match e.load(Ordering::Relaxed) {
-                0 => return,
-                v if v >> 32 << 32 == key(from) => {
-                    return e.store(key(from) | u64::from(from), Ordering::Relaxed)
-                }
-                _ => {}
-            }
+        if let Some((e, _)) = self.entry_of(from) {
+            e.store(key(from) | u64::from(from), Ordering::Relaxed);
         }
     }
 
@@ -80,13 +89,8 @@ impl Skips {
 
     /// Where a pass standing at slot `from` continued last, if a pass learned it.
     pub(crate) fn from(&self, from: u32) -> Option<u32> {
-        let first = from as usize % SKIPS;
-        (0..SKIPS)
-            .map(|d| self.entries[(first + d) % SKIPS].load(Ordering::Relaxed))
-            .take_while(|&e| e != 0)
-            .find(|&e| e >> 32 << 32 == key(from))
-            .map(|e| e as u32)
-            .filter(|&to| to > from)
+        let (_, v) = self.entry_of(from)?;
+        Some(v as u32).filter(|&to| to > from)
     }
 }
 

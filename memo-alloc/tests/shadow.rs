@@ -1670,7 +1670,7 @@ fn replay_edited(
     program: &Flat,
     edits: &[FlatEdit],
 ) -> Option<(PassReport, PassReport)> {
-    replay_edited_passes(prefix, keys, program, edits, 1).map(|d| d[0].clone())
+    replay_edited_passes(prefix, keys, program, edits, 1).and_then(|d| d.into_iter().next())
 }
 
 /// [`replay_edited`] for `passes` passes of the edited program in a row (their reports,
