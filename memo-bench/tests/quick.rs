@@ -68,7 +68,15 @@ fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
         assert!(c["p50_us"].as_f64().unwrap() > 0.0);
         assert!(c["p99_us"].as_f64().unwrap() >= c["p50_us"].as_f64().unwrap());
         assert!(c["passes_per_sec"].as_f64().unwrap() > 0.0);
-        assert!(c["peak_rss_bytes"].as_u64().unwrap() > 0);
+        let peak = c["peak_rss_bytes"].as_u64().unwrap();
+        assert!(peak > 0);
+        if cfg!(target_os = "linux") {
+            // The measured passes' own peak, within the whole process's.
+            let measured = c["measured_peak_rss_bytes"]
+                .as_u64()
+                .expect("Linux resets peaks");
+            assert!(measured > 0 && measured <= peak, "{measured} of {peak}");
+        }
         let memo_only = [
             "slab_share_pass_thread",
             "slab_share_all_threads",

@@ -55,6 +55,8 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     let (warmup, passes) = (spec.warmup, spec.passes);
 
     let mut before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
+    let mut warmup_peak = 0;
+    let mut peak_was_reset = false;
     let mut instances_at_start = 0;
     let mut elapsed = 0.0;
     let results: Vec<ThreadResult> = std::thread::scope(|s| {
@@ -105,6 +107,10 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
         }
         settle.wait();
         settled.wait();
+        // The peak so far (warm-up, profiling, planning, settling) is kept before the
+        // measured passes' own peak is counted from here.
+        warmup_peak = sys::usage().max_rss_bytes;
+        peak_was_reset = sys::reset_peak_rss();
         before = (sys::usage(), memo_alloc::stats(), pass_count::snapshot());
         if let Some(key) = key {
             instances_at_start = memo_alloc::report(key).map_or(0, |r| r.slab_instances);
@@ -166,7 +172,8 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
         elapsed_s: elapsed,
         checksum: format!("{checksum:016x}"),
         checksum_consistent: consistent,
-        peak_rss_bytes: after.0.max_rss_bytes,
+        peak_rss_bytes: after.0.max_rss_bytes.max(warmup_peak),
+        measured_peak_rss_bytes: peak_was_reset.then_some(after.0.max_rss_bytes),
         minflt: after.0.minflt - before.0.minflt,
         majflt: after.0.majflt - before.0.majflt,
         allocations_per_pass,

@@ -104,8 +104,13 @@ pub struct CellResult {
     pub checksum: String,
     /// Whether every thread computed the same results.
     pub checksum_consistent: bool,
-    /// Peak resident set of the process (bytes, from `getrusage`).
+    /// Peak resident set of the process (bytes, from `getrusage`): warm-up, profiling and
+    /// planning included.
     pub peak_rss_bytes: u64,
+    /// Peak resident set during the measured passes (bytes): the peak counted from their
+    /// start (see `sys::reset_peak_rss`); `None` where the peak cannot be reset.
+    #[serde(default)]
+    pub measured_peak_rss_bytes: Option<u64>,
     /// Minor page faults during the measured phase.
     pub minflt: u64,
     /// Major page faults during the measured phase.

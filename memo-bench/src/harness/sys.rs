@@ -27,3 +27,38 @@ pub fn usage() -> Usage {
         majflt: ru.ru_majflt as u64,
     }
 }
+
+/// Resets the process's peak resident set (`VmHWM`, and with it `getrusage`'s
+/// `ru_maxrss`) to its current resident set, so that a later [`usage`] reports the peak
+/// since now. `false` where the OS does not allow it (Linux before 4.0, other systems,
+/// or `/proc` not writable): the peak then stays the whole process's.
+pub fn reset_peak_rss() -> bool {
+    cfg!(target_os = "linux") && std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A freed quarter-gigabyte stays in the peak until it is reset; after the reset the
+    /// peak is what is resident now.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_peak_resets_to_what_is_resident() {
+        const BIG: usize = 256 << 20;
+        let mut v = vec![0u8; BIG];
+        for page in v.chunks_mut(4096) {
+            page[0] = 1; // each page resident
+        }
+        std::hint::black_box(&v);
+        drop(v);
+        let before = usage().max_rss_bytes;
+        assert!(before >= BIG as u64, "peak {before}");
+        assert!(reset_peak_rss(), "/proc/self/clear_refs takes 5");
+        let after = usage().max_rss_bytes;
+        assert!(
+            after + (BIG as u64) / 2 < before,
+            "peak {after} after reset, {before} before"
+        );
+    }
+}

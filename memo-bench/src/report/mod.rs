@@ -45,8 +45,12 @@ pub struct Cell {
     pub max_us: f64,
     /// Measured passes per second of wall time (all threads).
     pub passes_per_sec: f64,
-    /// Peak RSS over the repetitions, bytes.
+    /// Peak RSS over the repetitions, bytes: the whole child process's (warm-up,
+    /// profiling and planning included).
     pub peak_rss_bytes: u64,
+    /// Peak RSS during the measured passes over the repetitions, bytes (null where the
+    /// OS cannot reset the peak: not Linux).
+    pub measured_peak_rss_bytes: Option<u64>,
     /// Minor page faults per measured pass.
     pub minflt_per_pass: f64,
     /// Major page faults in the measured phases.
@@ -194,6 +198,11 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
                     .map(|r| r.result.peak_rss_bytes)
                     .max()
                     .unwrap_or(0),
+                measured_peak_rss_bytes: rs
+                    .iter()
+                    .map(|r| r.result.measured_peak_rss_bytes)
+                    .max()
+                    .flatten(),
                 minflt_per_pass: rs.iter().map(|r| r.result.minflt).sum::<u64>() as f64
                     / passes.max(1) as f64,
                 majflt: rs.iter().map(|r| r.result.majflt).sum(),

@@ -5,15 +5,22 @@ use std::fmt::Write;
 use super::Report;
 
 /// What the memo columns mean (printed under the header).
-pub const LEGEND: &str = "memo cells: slab%pt = slab hits / allocations on the pass threads \
+pub const LEGEND: &str = "RSS MB = peak resident size of the cell's process (warm-up, \
+profiling and planning included); meas MB = its peak during the measured passes. \
+memo cells: slab%pt = slab hits / allocations on the pass threads \
 (memo-alloc); slab%all = slab hits / allocations during passes on any thread; allocs/pass \
 = allocations during a pass, all threads; helper% = of which on other threads than the pass's";
+
+/// Bytes in MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
 
 /// Formats the report as an aligned table, one block per (workload, threads, compute).
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
     let header = format!(
-        "{:<32} {:>3} {:<14} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
+        "{:<32} {:>3} {:<14} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
         "workload",
         "thr",
         "allocator",
@@ -23,6 +30,7 @@ pub fn render(r: &Report) -> String {
         "max ms",
         "pass/s",
         "RSS MB",
+        "meas MB",
         "flt/pass",
         "slab%pt",
         "slab%all",
@@ -56,7 +64,7 @@ pub fn render(r: &Report) -> String {
         let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         let _ = writeln!(
             s,
-            "{:<32} {:>3} {:<14} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
+            "{:<32} {:>3} {:<14} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>8.1} {:>8} {:>8.1} {:>7} {:>8} {:>10} {:>7} {:>8} {:>8}",
             wl,
             c.threads,
             c.allocator,
@@ -65,7 +73,9 @@ pub fn render(r: &Report) -> String {
             c.p99_us / 1e3,
             c.max_us / 1e3,
             c.passes_per_sec,
-            c.peak_rss_bytes as f64 / (1 << 20) as f64,
+            mib(c.peak_rss_bytes),
+            c.measured_peak_rss_bytes
+                .map_or("-".to_string(), |b| format!("{:.1}", mib(b))),
             c.minflt_per_pass,
             pct(c.slab_share_pass_thread),
             pct(c.slab_share_all_threads),
