@@ -5,8 +5,8 @@ use std::fmt::Write;
 use super::Report;
 
 /// What the memo columns mean (printed under the header).
-pub const LEGEND: &str = "RSS MB = peak resident size of the cell's process (warm-up, \
-profiling and planning included); meas MB = its peak during the measured passes. \
+pub const LEGEND: &str = "RSS MiB = peak resident size of the cell's process (warm-up, \
+profiling and planning included); meas MiB = its peak during the measured passes. \
 memo cells: slab%pt = slab hits / allocations on the pass threads \
 (memo-alloc); slab%all = slab hits / allocations during passes on any thread; allocs/pass \
 = allocations during a pass, all threads; helper% = of which on other threads than the pass's";
@@ -29,8 +29,8 @@ pub fn render(r: &Report) -> String {
         "p99 ms",
         "max ms",
         "pass/s",
-        "RSS MB",
-        "meas MB",
+        "RSS MiB",
+        "meas MiB",
         "flt/pass",
         "slab%pt",
         "slab%all",
