@@ -4,15 +4,16 @@ use std::fmt::Write;
 
 use super::Report;
 
-/// What the memo columns mean (printed under the header).
+/// What the RSS and memo columns mean (printed under the header).
 pub const LEGEND: &str = "RSS MiB = peak resident size of the cell's process (warm-up, \
 profiling and planning included); meas MiB = its peak during the measured passes. \
 memo cells: slab%pt = slab hits / allocations on the pass threads \
 (memo-alloc); slab%all = slab hits / allocations during passes on any thread; allocs/pass \
 = allocations during a pass, all threads; helper% = of which on other threads than the pass's";
 
-/// Bytes in MiB.
-fn mib(bytes: u64) -> f64 {
+/// Bytes as a number of MiB, for the table's one-decimal columns (`memo_planner::text::mib`
+/// formats with two decimals and separators, for text).
+fn to_mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
@@ -73,9 +74,9 @@ pub fn render(r: &Report) -> String {
             c.p99_us / 1e3,
             c.max_us / 1e3,
             c.passes_per_sec,
-            mib(c.peak_rss_bytes),
+            to_mib(c.peak_rss_bytes),
             c.measured_peak_rss_bytes
-                .map_or("-".to_string(), |b| format!("{:.1}", mib(b))),
+                .map_or("-".to_string(), |b| format!("{:.1}", to_mib(b))),
             c.minflt_per_pass,
             pct(c.slab_share_pass_thread),
             pct(c.slab_share_all_threads),
