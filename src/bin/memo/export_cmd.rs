@@ -7,10 +7,12 @@ use memomalloc::study::{dhat, perfetto, to_csv};
 use serde_json::Value;
 
 use crate::input::load_trace;
+use crate::output::{emit, write_file};
 
+/// Writes `doc` to `path` as compact JSON.
 fn write_json(path: &Path, doc: &Value) -> Result<(), String> {
     let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
-    std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    write_file(path, text.as_bytes())
 }
 
 /// `memo export`: writes each requested file and says what it holds.
@@ -50,12 +52,12 @@ pub fn export(
     }
     if let Some(out) = csv_out {
         let csv = to_csv(&trace);
-        std::fs::write(out, &csv).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+        write_file(out, csv.as_bytes())?;
         said.push_str(&format!(
             "csv       {}: {} buffers (minimalloc convention)\n",
             out.display(),
             thousands(csv.lines().count().saturating_sub(1) as u64)
         ));
     }
-    crate::commands::emit(None, &said)
+    emit(None, &said)
 }

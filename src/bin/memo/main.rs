@@ -12,9 +12,13 @@
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
 //! memo-alloc (`MEMO_TRACE_DIR`).
 
-mod commands;
+mod compare_cmd;
 mod export_cmd;
+mod heapmap_cmd;
 mod input;
+mod output;
+mod plan_cmd;
+mod planning;
 mod stats_cmd;
 mod table;
 
@@ -145,11 +149,11 @@ fn main() -> ExitCode {
             time_limit,
             format,
             output,
-        } => commands::plan(
+        } => plan_cmd::plan(
             &input,
             strategy.as_deref(),
             shared,
-            commands::ExactFlags {
+            planning::ExactFlags {
                 capacity,
                 time_limit,
             },
@@ -160,7 +164,7 @@ fn main() -> ExitCode {
             input,
             format,
             output,
-        } => commands::compare(&input, format, output.as_deref()),
+        } => compare_cmd::compare(&input, format, output.as_deref()),
         Command::Heapmap {
             input,
             strategy,
@@ -168,7 +172,7 @@ fn main() -> ExitCode {
             output,
             width,
             height,
-        } => commands::heapmap(&input, strategy.as_deref(), shared, &output, width, height),
+        } => heapmap_cmd::heapmap(&input, strategy.as_deref(), shared, &output, width, height),
         Command::Stats {
             trace,
             format,
