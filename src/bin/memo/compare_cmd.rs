@@ -8,11 +8,12 @@ use memo_planner::{
 };
 use serde_json::{json, Map, Value};
 
+use crate::args::ReportFormat;
+use crate::failure::Failure;
 use crate::input;
 use crate::output::{emit, pretty_json};
-use crate::planning::{ratio, run, Planned};
+use crate::planning::{ratio, run, Planned, Strategy};
 use crate::table::Table;
-use crate::Format;
 
 /// The plans of every strategy, with the bounds they are compared to.
 struct Comparison {
@@ -26,27 +27,26 @@ struct Comparison {
 }
 
 /// `memo compare`.
-pub fn compare(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
+pub fn compare(path: &Path, format: ReportFormat, output: Option<&Path>) -> Result<(), Failure> {
     let input = input::read(path)?;
     let c = run_all(&input.problem)?;
     let text = match format {
-        Format::Json => compare_json(path, &c)?,
-        Format::Csv => return Err("compare prints text or json".into()),
-        Format::Text => compare_text(path, &c),
+        ReportFormat::Json => compare_json(path, &c)?,
+        ReportFormat::Text => compare_text(path, &c),
     };
     emit(output, &text)
 }
 
 /// Runs every strategy of both families, in [`OffsetStrategy::ALL`] and
 /// [`SharedObjectStrategy::ALL`] order.
-fn run_all(problem: &Problem) -> Result<Comparison, String> {
+fn run_all(problem: &Problem) -> Result<Comparison, Failure> {
     let mut offsets = Vec::new();
     for s in OffsetStrategy::ALL {
-        offsets.push(run(problem, Some(s.name()), false)?);
+        offsets.push(run(problem, Strategy::Offsets(s))?);
     }
     let mut shared = Vec::new();
     for s in SharedObjectStrategy::ALL {
-        shared.push(run(problem, Some(s.name()), true)?);
+        shared.push(run(problem, Strategy::Shared(s))?);
     }
     Ok(Comparison {
         buffers: problem.len(),
@@ -59,7 +59,7 @@ fn run_all(problem: &Problem) -> Result<Comparison, String> {
 }
 
 /// The comparison as JSON: each family's totals and times by strategy name.
-fn compare_json(path: &Path, c: &Comparison) -> Result<String, String> {
+fn compare_json(path: &Path, c: &Comparison) -> Result<String, Failure> {
     let family = |plans: &[Planned]| {
         let mut m = Map::new();
         for p in plans {

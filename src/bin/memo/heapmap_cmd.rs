@@ -5,21 +5,21 @@ use std::path::Path;
 use memo_planner::heapmap::{render_svg, HeapmapOptions};
 use memo_planner::text::thousands;
 
+use crate::failure::Failure;
 use crate::input;
 use crate::output::write_file;
-use crate::planning::run;
+use crate::planning::{run, Strategy};
 
 /// `memo heapmap`.
 pub fn heapmap(
     path: &Path,
-    strategy: Option<&str>,
-    shared: bool,
+    strategy: Strategy,
     output: &Path,
     width: u32,
     height: u32,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let input = input::read(path)?;
-    let p = run(&input.problem, strategy, shared)?;
+    let p = run(&input.problem, strategy)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -9,39 +9,35 @@ use memo_planner::text::{bytes_and_mib, thousands};
 use memo_planner::{offsets_lower_bound, validate_offsets, OffsetPlan, OffsetStrategy, Problem};
 use serde_json::{json, Map, Value};
 
+use crate::args::PlanFormat;
+use crate::failure::Failure;
 use crate::input;
 use crate::output::{emit, pretty_json};
-use crate::planning::{ratio, run_with, ExactFlags, Planned};
+use crate::planning::{invalid_plan, ratio, run_with, ExactFlags, Planned, Strategy};
 use crate::table::Table;
-use crate::Format;
 
 /// Rows of the buffer table printed by `plan` in text form.
 const TEXT_ROWS: usize = 20;
 
-/// `memo plan`.
+/// `memo plan`: `strategy`'s plan of the problem at `path`, or with `flags.capacity`
+/// `exact`'s decision at that capacity. `flags` go with `exact` only (the caller checks).
 pub fn plan(
     path: &Path,
-    strategy: Option<&str>,
-    shared: bool,
+    strategy: Strategy,
     flags: ExactFlags,
-    format: Format,
+    format: PlanFormat,
     output: Option<&Path>,
-) -> Result<(), String> {
-    if (flags.capacity.is_some() || flags.time_limit.is_some())
-        && (shared || strategy != Some(OffsetStrategy::Exact.name()))
-    {
-        return Err("--capacity and --time-limit apply to --strategy exact only".into());
-    }
+) -> Result<(), Failure> {
     let input = input::read(path)?;
     let problem = &input.problem;
     if let Some(capacity) = flags.capacity {
         return decide(path, problem, capacity, flags, format, output);
     }
-    let p = run_with(problem, strategy, shared, flags)?;
+    let p = run_with(problem, strategy, flags)?;
     let text = match format {
-        Format::Json => plan_json(problem, &p)?,
-        Format::Csv => problem_to_csv(problem, Some(&p.offsets)),
-        Format::Text => plan_text(path, problem, &p),
+        PlanFormat::Json => plan_json(problem, &p)?,
+        PlanFormat::Csv => problem_to_csv(problem, Some(&p.offsets)),
+        PlanFormat::Text => plan_text(path, problem, &p),
     };
     emit(output, &text)
 }
@@ -56,7 +52,7 @@ fn family(p: &Planned) -> &'static str {
 }
 
 /// `plan --format json`: the figures, then every buffer's offset (and object).
-fn plan_json(problem: &Problem, p: &Planned) -> Result<String, String> {
+fn plan_json(problem: &Problem, p: &Planned) -> Result<String, Failure> {
     let mut doc = Map::new();
     doc.insert("strategy".into(), json!(p.strategy));
     doc.insert("family".into(), json!(family(p)));
@@ -179,30 +175,38 @@ struct Decided {
 }
 
 /// `memo plan --strategy exact --capacity N`: a plan of height at most N, a proof that
-/// none exists, or "unknown" when the budget runs out first.
+/// none exists, or "unknown" when the budget runs out first. Without a plan the result
+/// failed ([`Failure::Failed`]), in every format; text and JSON still say why.
 fn decide(
     path: &Path,
     problem: &Problem,
     capacity: u64,
     flags: ExactFlags,
-    format: Format,
+    format: PlanFormat,
     output: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let d = run_decision(problem, capacity, flags)?;
-    let text = match format {
-        Format::Json => decision_json(problem, &d)?,
-        Format::Csv => match &d.plan {
-            Some((plan, _)) => problem_to_csv(problem, Some(plan)),
-            None => return Err(format!("no plan at capacity {capacity}: {}", d.status)),
-        },
-        Format::Text => decision_text(path, problem, &d),
+    let text = match (format, &d.plan) {
+        (PlanFormat::Json, _) => Some(decision_json(problem, &d)?),
+        (PlanFormat::Csv, Some((plan, _))) => Some(problem_to_csv(problem, Some(plan))),
+        (PlanFormat::Csv, None) => None,
+        (PlanFormat::Text, _) => Some(decision_text(path, problem, &d)),
     };
-    emit(output, &text)
+    if let Some(text) = text {
+        emit(output, &text)?;
+    }
+    match d.plan {
+        Some(_) => Ok(()),
+        None => Err(Failure::Failed(format!(
+            "no plan at capacity {capacity}: {}",
+            d.status
+        ))),
+    }
 }
 
 /// The portfolio's plan when it fits, else `exact`'s decision; a plan found is validated.
-fn run_decision(problem: &Problem, capacity: u64, flags: ExactFlags) -> Result<Decided, String> {
-    let options = flags.options()?;
+fn run_decision(problem: &Problem, capacity: u64, flags: ExactFlags) -> Result<Decided, Failure> {
+    let options = flags.options();
     let t = Instant::now();
     let start = best::portfolio(problem, &flags.start_options(&options));
     let decision = if start.height(problem) <= capacity {
@@ -213,8 +217,7 @@ fn run_decision(problem: &Problem, capacity: u64, flags: ExactFlags) -> Result<D
     let millis = t.elapsed().as_secs_f64() * 1e3;
     let (status, plan) = match decision {
         exact::Decision::Feasible(plan) => {
-            let total = validate_offsets(problem, &plan)
-                .map_err(|e| format!("internal error: exact made an invalid plan: {e}"))?;
+            let total = validate_offsets(problem, &plan).map_err(|e| invalid_plan("exact", e))?;
             ("feasible", Some((plan, total)))
         }
         exact::Decision::Infeasible => ("infeasible", None),
@@ -229,7 +232,7 @@ fn run_decision(problem: &Problem, capacity: u64, flags: ExactFlags) -> Result<D
 }
 
 /// The decision as JSON; `total` and `offsets` when feasible.
-fn decision_json(problem: &Problem, d: &Decided) -> Result<String, String> {
+fn decision_json(problem: &Problem, d: &Decided) -> Result<String, Failure> {
     let mut doc = Map::new();
     doc.insert("strategy".into(), json!(OffsetStrategy::Exact.name()));
     doc.insert("family".into(), json!("offsets"));

@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 use memo_planner::offsets::{best, exact};
 use memo_planner::{
     offsets_lower_bound, shared_objects_lower_bound, validate_offsets, validate_shared, OffsetPlan,
-    OffsetStrategy, Problem, SharedObjectStrategy, SharedObjectsPlan,
+    OffsetStrategy, Problem, SharedObjectStrategy, SharedObjectsPlan, UnknownStrategy,
 };
+
+use crate::failure::Failure;
 
 /// A plan of either family, validated.
 pub struct Planned {
@@ -30,25 +32,49 @@ pub struct Planned {
     pub millis: f64,
 }
 
+/// A strategy of either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// An offset strategy (one arena).
+    Offsets(OffsetStrategy),
+    /// A shared-objects strategy (whole buffers reused).
+    Shared(SharedObjectStrategy),
+}
+
+impl Strategy {
+    /// The strategy called `name` in the family `--shared` picks; without a name, the
+    /// family's default (`best`, `greedy-by-size-improved`).
+    pub fn choose(name: Option<&str>, shared: bool) -> Result<Strategy, UnknownStrategy> {
+        Ok(if shared {
+            Strategy::Shared(name.unwrap_or("greedy-by-size-improved").parse()?)
+        } else {
+            Strategy::Offsets(name.unwrap_or("best").parse()?)
+        })
+    }
+}
+
 /// The flags of `memo plan` that only `exact` takes.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ExactFlags {
     /// Decide this capacity instead of minimising.
     pub capacity: Option<u64>,
-    /// Wall-clock safety net, in seconds.
-    pub time_limit: Option<f64>,
+    /// Wall-clock safety net.
+    pub time_limit: Option<Duration>,
 }
 
 impl ExactFlags {
-    /// The search's options.
-    pub fn options(&self) -> Result<exact::ExactOptions, String> {
+    /// Whether any flag is given.
+    pub fn any(&self) -> bool {
+        self.capacity.is_some() || self.time_limit.is_some()
+    }
+
+    /// The search's options: the defaults, with `--time-limit` for the time cap.
+    pub fn options(&self) -> exact::ExactOptions {
         let mut o = exact::ExactOptions::default();
-        if let Some(secs) = self.time_limit {
-            let d = Duration::try_from_secs_f64(secs)
-                .map_err(|_| format!("--time-limit {secs}: not a number of seconds"))?;
-            o.time_cap = Some(d);
+        if let Some(limit) = self.time_limit {
+            o.time_cap = Some(limit);
         }
-        Ok(o)
+        o
     }
 
     /// The options of the portfolio whose plan the search starts from.
@@ -69,47 +95,38 @@ pub fn ratio(total: u64, bound: u64) -> f64 {
     }
 }
 
-/// Plans `problem` with `strategy` (by name; the family's default without one) and the
-/// default budgets.
-pub fn run(problem: &Problem, strategy: Option<&str>, shared: bool) -> Result<Planned, String> {
-    run_with(problem, strategy, shared, ExactFlags::default())
+/// Plans `problem` with `strategy`, `exact` with the default budgets.
+pub fn run(problem: &Problem, strategy: Strategy) -> Result<Planned, Failure> {
+    run_with(problem, strategy, ExactFlags::default())
 }
 
-/// Plans `problem` with `strategy` (by name; the family's default without one), `exact`
-/// with `flags`.
+/// Plans `problem` with `strategy`, `exact` with `flags`.
 pub fn run_with(
     problem: &Problem,
-    strategy: Option<&str>,
-    shared: bool,
+    strategy: Strategy,
     flags: ExactFlags,
-) -> Result<Planned, String> {
-    if shared {
-        let s: SharedObjectStrategy = strategy
-            .unwrap_or("greedy-by-size-improved")
-            .parse()
-            .map_err(|e| format!("{e}"))?;
-        return run_shared(problem, s);
+) -> Result<Planned, Failure> {
+    match strategy {
+        Strategy::Shared(s) => run_shared(problem, s),
+        Strategy::Offsets(OffsetStrategy::Exact) => run_exact(problem, flags),
+        Strategy::Offsets(s) => run_offsets(problem, s),
     }
-    let s: OffsetStrategy = strategy
-        .unwrap_or("best")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    if s == OffsetStrategy::Exact {
-        return run_exact(problem, flags);
-    }
-    run_offsets(problem, s)
+}
+
+/// The failure of a strategy whose plan does not validate.
+pub fn invalid_plan(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Failure {
+    Failure::Failed(format!("internal error: {what} made an invalid plan: {e}"))
 }
 
 /// A shared-objects strategy, its objects laid out end to end and checked as offsets too.
-fn run_shared(problem: &Problem, s: SharedObjectStrategy) -> Result<Planned, String> {
+fn run_shared(problem: &Problem, s: SharedObjectStrategy) -> Result<Planned, Failure> {
     let t = Instant::now();
     let plan = s.plan(problem);
     let millis = t.elapsed().as_secs_f64() * 1e3;
-    let total = validate_shared(problem, &plan)
-        .map_err(|e| format!("internal error: {s} made an invalid plan: {e}"))?;
+    let total = validate_shared(problem, &plan).map_err(|e| invalid_plan(s, e))?;
     let offsets = plan.to_offset_plan(problem);
     validate_offsets(problem, &offsets)
-        .map_err(|e| format!("internal error: laid-out objects overlap: {e}"))?;
+        .map_err(|e| Failure::Failed(format!("internal error: laid-out objects overlap: {e}")))?;
     let lower_bound = shared_objects_lower_bound(problem);
     Ok(Planned {
         strategy: s.name(),
@@ -125,12 +142,11 @@ fn run_shared(problem: &Problem, s: SharedObjectStrategy) -> Result<Planned, Str
 }
 
 /// An offset strategy other than `exact`.
-fn run_offsets(problem: &Problem, s: OffsetStrategy) -> Result<Planned, String> {
+fn run_offsets(problem: &Problem, s: OffsetStrategy) -> Result<Planned, Failure> {
     let t = Instant::now();
     let offsets = s.plan(problem);
     let millis = t.elapsed().as_secs_f64() * 1e3;
-    let total = validate_offsets(problem, &offsets)
-        .map_err(|e| format!("internal error: {s} made an invalid plan: {e}"))?;
+    let total = validate_offsets(problem, &offsets).map_err(|e| invalid_plan(s, e))?;
     let lower_bound = offsets_lower_bound(problem);
     Ok(Planned {
         strategy: s.name(),
@@ -146,14 +162,13 @@ fn run_offsets(problem: &Problem, s: OffsetStrategy) -> Result<Planned, String> 
 }
 
 /// `exact`: the portfolio's plan, then the search; the outcome says whether it is optimal.
-fn run_exact(problem: &Problem, flags: ExactFlags) -> Result<Planned, String> {
-    let options = flags.options()?;
+fn run_exact(problem: &Problem, flags: ExactFlags) -> Result<Planned, Failure> {
+    let options = flags.options();
     let t = Instant::now();
     let start = best::portfolio(problem, &flags.start_options(&options));
     let out = exact::search(problem, &start, &options);
     let millis = t.elapsed().as_secs_f64() * 1e3;
-    let total = validate_offsets(problem, &out.plan)
-        .map_err(|e| format!("internal error: exact made an invalid plan: {e}"))?;
+    let total = validate_offsets(problem, &out.plan).map_err(|e| invalid_plan("exact", e))?;
     Ok(Planned {
         strategy: OffsetStrategy::Exact.name(),
         shared: None,

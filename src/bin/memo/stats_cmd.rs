@@ -6,33 +6,39 @@ use memo_planner::text::{bytes_and_mib, short_size, thousands};
 use memomalloc::study::{Bucket, Memory, ScopeTimes, Share, Study, TOP_CALL_SITES};
 use serde_json::Value;
 
+use crate::args::ReportFormat;
+use crate::failure::Failure;
 use crate::input::load_trace;
 use crate::output::{emit, pretty_json};
 use crate::table::Table;
-use crate::Format;
 
 /// Width of the histogram bars, in characters.
 const BAR: usize = 24;
 
 /// `memo stats`.
-pub fn stats(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
+pub fn stats(path: &Path, format: ReportFormat, output: Option<&Path>) -> Result<(), Failure> {
     let trace = load_trace(path)?;
     let study = Study::of(&trace);
     let text = match format {
-        Format::Json => {
-            let mut doc = serde_json::Map::new();
-            doc.insert("input".into(), Value::from(path.display().to_string()));
-            if let Value::Object(m) = serde_json::to_value(&study).map_err(|e| e.to_string())? {
-                doc.extend(m);
-            }
-            pretty_json(&Value::Object(doc))?
-        }
-        Format::Csv => return Err("stats prints text or json".into()),
-        Format::Text => render(path, &study),
+        ReportFormat::Json => study_json(path, &study)?,
+        ReportFormat::Text => render(path, &study),
     };
     emit(output, &text)
 }
 
+/// The study as JSON, after the trace's path (`input`).
+fn study_json(path: &Path, study: &Study) -> Result<String, Failure> {
+    let mut doc = serde_json::Map::new();
+    doc.insert("input".into(), Value::from(path.display().to_string()));
+    let fields = serde_json::to_value(study)
+        .map_err(|e| Failure::Failed(format!("internal error: cannot write JSON: {e}")))?;
+    if let Value::Object(m) = fields {
+        doc.extend(m);
+    }
+    pretty_json(&Value::Object(doc))
+}
+
+/// `part` as a percentage of `whole` with one decimal, `-` when `whole` is 0.
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".into()
