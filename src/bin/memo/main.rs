@@ -13,7 +13,7 @@
 //! memo-alloc (`MEMO_TRACE_DIR`). `--strategy` takes the offset strategies' names, or with
 //! `--shared` the shared-objects strategies' names (`memo plan --help` lists both).
 //!
-//! Exit status, the same for every output format (see [`failure`]):
+//! Exit status, the same for every output format (`failure.rs` says why):
 //! - 0: success;
 //! - 1: the command ran and its result is a failure: a strategy made an invalid plan, or
 //!   `plan --capacity` found no plan of that height (the text or JSON result is printed);
