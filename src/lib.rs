@@ -7,7 +7,11 @@
 //!   Perfetto and CSV exports of `memo export`).
 //!
 //! The `memo` binary (`cargo run --release --bin memo -- --help`) plans, compares and draws
-//! allocation problems and recorded traces.
+//! allocation problems and recorded traces (`plan`, `compare`, `heapmap`), and studies and
+//! exports traces (`stats`, `export`). Its exit status is the same for every output format:
+//! 0 on success, 1 when the command ran and its result is a failure (an invalid plan, no
+//! plan at the capacity asked for), 2 for a usage error or a file that cannot be used (an
+//! input that cannot be read or is malformed, an output that cannot be written).
 
 pub use memo_alloc as alloc;
 pub use memo_planner as planner;

@@ -206,7 +206,13 @@ fn bad_inputs_fail_with_file_line_and_field() {
     assert_eq!(o.status.code(), Some(2));
     let f = tmp("ok.csv", EXAMPLE);
     let o = memo(&["plan", f.to_str().unwrap(), "--strategy", "nope"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy \"nope\""));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("invalid value 'nope' for '--strategy <NAME>'"),
+        "{err}"
+    );
+    assert!(err.contains("min-cost-flow"), "the names are listed: {err}");
     let o = memo(&[
         "plan",
         f.to_str().unwrap(),
@@ -219,6 +225,12 @@ fn bad_inputs_fail_with_file_line_and_field() {
         Some(2),
         "strip-packing is not a shared-objects strategy"
     );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("\"strip-packing\" is not a shared-objects (--shared) strategy"),
+        "{err}"
+    );
+    assert!(err.contains("greedy-by-size-improved"), "{err}");
 }
 
 /// A small valid trace: op `a` makes two buffers, op `b` one that is realloc'd, the pass
@@ -380,6 +392,18 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout(&memo(args))).unwrap()
 }
 
+/// The exit status and the JSON document printed, whatever the status.
+fn status_and_json(args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let o = memo(args);
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: {e}; stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code(), doc)
+}
+
 #[test]
 fn exact_says_whether_its_plan_is_proven_optimal() {
     let f = tmp("tricky.csv", TRICKY);
@@ -411,7 +435,7 @@ fn exact_decides_a_capacity() {
     let f = tmp("tricky2.csv", TRICKY);
     let f = f.to_str().unwrap();
     let at = |cap: &str| {
-        json(&[
+        status_and_json(&[
             "plan",
             f,
             "--strategy",
@@ -422,16 +446,19 @@ fn exact_decides_a_capacity() {
             "json",
         ])
     };
-    let v = at("5");
+    let (code, v) = at("5");
+    assert_eq!(code, Some(0));
     assert_eq!(v["status"], "feasible");
     assert_eq!(v["total"], 5);
     assert_eq!(v["offsets"].as_array().unwrap().len(), 7);
+    // No plan at 4 or 3: the result failed (exit 1), and the document says why.
     for cap in ["4", "3"] {
-        let v = at(cap);
+        let (code, v) = at(cap);
+        assert_eq!(code, Some(1), "{cap}");
         assert_eq!(v["status"], "infeasible", "{cap}");
         assert!(v.get("offsets").is_none(), "{cap}");
     }
-    // No plan to print as CSV.
+    // No plan to print as CSV: the same exit status, nothing on standard output.
     let o = memo(&[
         "plan",
         f,
@@ -442,25 +469,188 @@ fn exact_decides_a_capacity() {
         "--format",
         "csv",
     ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("infeasible"));
-    let text = stdout(&memo(&[
-        "plan",
-        f,
-        "--strategy",
-        "exact",
-        "--capacity",
-        "4",
-    ]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no plan at capacity 4: infeasible"));
+    let o = memo(&["plan", f, "--strategy", "exact", "--capacity", "4"]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("status       infeasible"), "{text}");
     // The flags belong to exact.
     for args in [
         &["plan", f, "--capacity", "5"][..],
         &["plan", f, "--strategy", "best", "--time-limit", "1"][..],
-        &["plan", f, "--strategy", "exact", "--time-limit", "-1"][..],
+        &["plan", f, "--strategy", "exact", "--time-limit=-1"][..],
+        &["plan", f, "--strategy", "exact", "--time-limit", "nan"][..],
+        &[
+            "plan",
+            f,
+            "--shared",
+            "--strategy",
+            "exact",
+            "--capacity",
+            "5",
+        ][..],
     ] {
         let o = memo(args);
-        assert!(!o.status.success(), "{args:?}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+const SUBCOMMANDS: [&str; 5] = ["plan", "compare", "heapmap", "stats", "export"];
+
+#[test]
+fn help_names_every_subcommand_strategy_and_exit_status() {
+    let help = stdout(&memo(&["--help"]));
+    let about = help.lines().next().unwrap();
+    for cmd in SUBCOMMANDS {
+        assert!(about.contains(cmd), "{cmd} not in the about text: {about}");
+    }
+    for cmd in ["plan", "heapmap"] {
+        let help = stdout(&memo(&[cmd, "--help"]));
+        for name in memo_planner::OffsetStrategy::ALL.map(|s| s.name()) {
+            assert!(
+                help.contains(&format!("- {name}:")),
+                "{cmd}: {name}\n{help}"
+            );
+        }
+        for name in memo_planner::SharedObjectStrategy::ALL.map(|s| s.name()) {
+            assert!(
+                help.contains(&format!("- {name}:")),
+                "{cmd}: {name}\n{help}"
+            );
+        }
+        assert!(
+            help.contains("- strip-packing:           offsets only"),
+            "{help}"
+        );
+        assert!(
+            help.contains("- min-cost-flow:           shared objects only (with --shared)"),
+            "{help}"
+        );
+    }
+    for cmd in std::iter::once(None).chain(SUBCOMMANDS.map(Some)) {
+        let args: Vec<&str> = cmd.into_iter().chain(["--help"]).collect();
+        let help = stdout(&memo(&args));
+        for code in [
+            "  0  success",
+            "  1  the command ran",
+            "  2  usage error or bad file",
+        ] {
+            assert!(help.contains(code), "{args:?}: {code:?} not in\n{help}");
+        }
+    }
+}
+
+#[test]
+fn a_format_a_subcommand_cannot_write_is_refused_before_any_work() {
+    // The input does not exist: refused for its format, the file was never opened.
+    for cmd in ["compare", "stats"] {
+        let o = memo(&[cmd, "/nonexistent/input", "--format", "csv"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        assert!(o.stdout.is_empty(), "{cmd}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("invalid value 'csv' for '--format <FORMAT>'"),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains("[possible values: text, json]"),
+            "{cmd}: {err}"
+        );
+        assert!(!err.contains("cannot read"), "{cmd}: {err}");
+    }
+    // So are flags that do not go together, and a strategy of the other family.
+    let f = tmp("before-work.csv", EXAMPLE);
+    let f = f.to_str().unwrap();
+    for args in [
+        &["plan", "/nonexistent/input", "--capacity", "5"][..],
+        &[
+            "plan",
+            "/nonexistent/input",
+            "--shared",
+            "--strategy",
+            "best",
+        ][..],
+        &[
+            "heapmap",
+            "/nonexistent/input",
+            "--strategy",
+            "min-cost-flow",
+            "-o",
+            "/dev/null",
+        ][..],
+    ] {
+        let o = memo(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("cannot read"), "{args:?}: {err}");
+        assert!(err.contains("Usage: memo "), "{args:?}: {err}");
+    }
+    let o = memo(&["plan", f, "--format", "csv"]);
+    assert_eq!(o.status.code(), Some(0), "plan writes csv");
+}
+
+#[test]
+fn exit_status_is_0_2_or_1_in_every_format() {
+    let ok = tmp("status-ok.csv", EXAMPLE);
+    let tricky = tmp("status-tricky.csv", TRICKY);
+    let bad = tmp("status-bad.csv", "id,lower,upper,size\na,0,3,4x\n");
+    let bad_trace = tmp("status-bad.trace.json", &TRACE[..TRACE.len() / 2]);
+    let (ok, tricky, bad, bad_trace) = (
+        ok.to_str().unwrap(),
+        tricky.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        bad_trace.to_str().unwrap(),
+    );
+    let exact = ["--strategy", "exact", "--capacity"];
+    for format in ["text", "json", "csv"] {
+        let plan = |input: &str, more: &[&str]| {
+            let mut args = vec!["plan", input, "--format", format];
+            args.extend_from_slice(more);
+            memo(&args)
+        };
+        let cases = [
+            ("a plan", plan(ok, &[]), 0),
+            (
+                "a plan at its capacity",
+                plan(tricky, &[&exact[..], &["5"]].concat()),
+                0,
+            ),
+            (
+                "no plan at a capacity",
+                plan(tricky, &[&exact[..], &["4"]].concat()),
+                1,
+            ),
+            ("a malformed CSV", plan(bad, &[]), 2),
+            ("a malformed trace", plan(bad_trace, &[]), 2),
+            ("a missing file", plan("/nonexistent/x.csv", &[]), 2),
+            ("an unknown flag", plan(ok, &["--nope"]), 2),
+            (
+                "an unwritable output",
+                plan(ok, &["-o", "/nonexistent/out"]),
+                2,
+            ),
+        ];
+        for (what, o, code) in cases {
+            assert_eq!(
+                o.status.code(),
+                Some(code),
+                "{format}, {what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            if code == 2 {
+                assert!(o.stdout.is_empty(), "{format}, {what}");
+            }
+        }
+    }
+    for format in ["text", "json"] {
+        for cmd in ["compare", "stats"] {
+            let input = if cmd == "stats" { bad_trace } else { bad };
+            let o = memo(&[cmd, input, "--format", format]);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {format}");
+            assert!(o.stdout.is_empty(), "{cmd} {format}");
+        }
     }
 }

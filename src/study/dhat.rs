@@ -44,94 +44,58 @@ struct Point {
     records: Vec<usize>,
 }
 
-/// The DHAT document of a checked trace ([`Trace::check`]); `cmd` is shown as the command.
-pub fn to_dhat(trace: &Trace, cmd: &str) -> Value {
-    let mut ftbl: Vec<String> = vec![ROOT_FRAME.to_string()];
-    let mut frame_index: HashMap<String, u32> = HashMap::new();
-    let mut intern = |f: String| -> u32 {
-        *frame_index.entry(f).or_insert_with_key(|f| {
-            ftbl.push(f.clone());
-            (ftbl.len() - 1) as u32
+/// The frame table `ftbl`: [`ROOT_FRAME`] first, then every other frame once, in the
+/// order first asked for.
+struct Frames {
+    table: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        Frames {
+            table: vec![ROOT_FRAME.to_string()],
+            index: HashMap::new(),
+        }
+    }
+
+    /// The index of `frame` in the table, added if new.
+    fn intern(&mut self, frame: String) -> u32 {
+        let table = &mut self.table;
+        *self.index.entry(frame).or_insert_with_key(|f| {
+            table.push(f.clone());
+            (table.len() - 1) as u32
         })
-    };
-    // The op frames of each scope, innermost first, then the pass.
-    let scope_frames: Vec<Vec<u32>> = {
+    }
+
+    /// The frames of every scope, innermost first: its op frames, then the pass.
+    fn of_scopes(&mut self, trace: &Trace) -> Vec<Vec<u32>> {
         let mut out: Vec<Vec<u32>> = Vec::with_capacity(trace.scopes.len());
         for s in &trace.scopes {
             let frames = match s.parent {
                 // Parents come first (checked), so their frames are known.
                 Some(p) if (p as usize) < out.len() => {
-                    let mut f = vec![intern(op_frame(&s.name))];
+                    let mut f = vec![self.intern(op_frame(&s.name))];
                     f.extend_from_slice(&out[p as usize]);
                     f
                 }
-                _ => vec![intern(pass_frame(&trace.key))],
+                _ => vec![self.intern(pass_frame(&trace.key))],
             };
             out.push(frames);
         }
         out
-    };
-    let mut points: Vec<Point> = Vec::new();
-    let mut point_of: HashMap<Vec<u32>, usize> = HashMap::new();
-    for (i, a) in trace.allocations.iter().enumerate() {
-        let mut frames: Vec<u32> = a
-            .call_site
-            .iter()
-            .flatten()
-            .map(|f| intern(f.clone()))
-            .collect();
-        match scope_frames.get(a.scope as usize) {
-            Some(s) => frames.extend_from_slice(s),
-            None => frames.push(intern(pass_frame(&trace.key))),
-        }
-        let p = *point_of.entry(frames.clone()).or_insert_with(|| {
-            points.push(Point {
-                frames,
-                records: Vec::new(),
-            });
-            points.len() - 1
-        });
-        points[p].records.push(i);
     }
+}
 
-    let te = trace.events;
+/// The DHAT document of a checked trace ([`Trace::check`]); `cmd` is shown as the command.
+pub fn to_dhat(trace: &Trace, cmd: &str) -> Value {
+    let mut frames = Frames::new();
+    let points = program_points(trace, &mut frames);
     let (_, _, tg) = peak((0..trace.allocations.len()).map(|i| {
         let a = &trace.allocations[i];
         (a.alloc, record_end(trace, i), a.size)
     }));
-    let mut pps: Vec<(u64, Value)> = points
-        .iter()
-        .map(|p| {
-            let (mut tb, mut tbk, mut tl) = (0u64, 0u64, 0u64);
-            let (mut gb, mut gbk, mut eb, mut ebk) = (0u64, 0u64, 0u64, 0u64);
-            let mut intervals = Vec::with_capacity(p.records.len());
-            for &i in &p.records {
-                let a = &trace.allocations[i];
-                let end = record_end(trace, i);
-                tb += a.size;
-                tbk += 1;
-                tl += end - a.alloc;
-                if a.alloc <= tg && tg < end {
-                    gb += a.size;
-                    gbk += 1;
-                }
-                if a.free.is_none() {
-                    eb += a.size;
-                    ebk += 1;
-                }
-                intervals.push((a.alloc, end, a.size));
-            }
-            let (mb, mbk, _) = peak(intervals);
-            let pp = json!({
-                "tb": tb, "tbk": tbk, "tl": tl,
-                "mb": mb, "mbk": mbk,
-                "gb": gb, "gbk": gbk,
-                "eb": eb, "ebk": ebk,
-                "fs": p.frames,
-            });
-            (tb, pp)
-        })
-        .collect();
+    let mut pps: Vec<(u64, Value)> = points.iter().map(|p| point_json(trace, p, tg)).collect();
     // Largest first, as the viewer sorts anyway; stable for equal totals.
     pps.sort_by_key(|p| std::cmp::Reverse(p.0));
 
@@ -147,13 +111,76 @@ pub fn to_dhat(trace: &Trace, cmd: &str) -> Value {
     doc.insert("cmd".into(), json!(cmd));
     doc.insert("pid".into(), json!(0));
     doc.insert("tg".into(), json!(tg));
-    doc.insert("te".into(), json!(te));
+    doc.insert("te".into(), json!(trace.events));
     doc.insert(
         "pps".into(),
         Value::Array(pps.into_iter().map(|(_, v)| v).collect()),
     );
-    doc.insert("ftbl".into(), json!(ftbl));
+    doc.insert("ftbl".into(), json!(frames.table));
     Value::Object(doc)
+}
+
+/// The records grouped by frame list (call-site frames, then the scope's frames), one
+/// program point per distinct list, in the order first met.
+fn program_points(trace: &Trace, frames: &mut Frames) -> Vec<Point> {
+    let scope_frames = frames.of_scopes(trace);
+    let mut points: Vec<Point> = Vec::new();
+    let mut point_of: HashMap<Vec<u32>, usize> = HashMap::new();
+    for (i, a) in trace.allocations.iter().enumerate() {
+        let mut fs: Vec<u32> = a
+            .call_site
+            .iter()
+            .flatten()
+            .map(|f| frames.intern(f.clone()))
+            .collect();
+        match scope_frames.get(a.scope as usize) {
+            Some(s) => fs.extend_from_slice(s),
+            None => fs.push(frames.intern(pass_frame(&trace.key))),
+        }
+        let p = *point_of.entry(fs.clone()).or_insert_with(|| {
+            points.push(Point {
+                frames: fs,
+                records: Vec::new(),
+            });
+            points.len() - 1
+        });
+        points[p].records.push(i);
+    }
+    points
+}
+
+/// A program point's totals (`tb`, `tbk`, `tl`), its own peak (`mb`, `mbk`), its share of
+/// the global peak at `tg` (`gb`, `gbk`) and what is live at the end (`eb`, `ebk`); with
+/// its total bytes to sort by.
+fn point_json(trace: &Trace, p: &Point, tg: u64) -> (u64, Value) {
+    let (mut tb, mut tbk, mut tl) = (0u64, 0u64, 0u64);
+    let (mut gb, mut gbk, mut eb, mut ebk) = (0u64, 0u64, 0u64, 0u64);
+    let mut intervals = Vec::with_capacity(p.records.len());
+    for &i in &p.records {
+        let a = &trace.allocations[i];
+        let end = record_end(trace, i);
+        tb += a.size;
+        tbk += 1;
+        tl += end - a.alloc;
+        if a.alloc <= tg && tg < end {
+            gb += a.size;
+            gbk += 1;
+        }
+        if a.free.is_none() {
+            eb += a.size;
+            ebk += 1;
+        }
+        intervals.push((a.alloc, end, a.size));
+    }
+    let (mb, mbk, _) = peak(intervals);
+    let pp = json!({
+        "tb": tb, "tbk": tbk, "tl": tl,
+        "mb": mb, "mbk": mbk,
+        "gb": gb, "gbk": gbk,
+        "eb": eb, "ebk": ebk,
+        "fs": p.frames,
+    });
+    (tb, pp)
 }
 
 #[cfg(test)]

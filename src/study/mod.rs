@@ -24,9 +24,9 @@
 //! - **live bytes** at time `t` sum the sizes of the allocation records with
 //!   `alloc ≤ t < free` (a realloc ends its predecessor at the time it starts).
 //!
-//! Traces written before scope times were recorded have no `enter`/`exit` per scope; their
-//! spans are then inferred from the allocation events inside each scope
-//! ([`ScopeTimes::Inferred`]), which makes op lifetimes and short-lived shares approximate.
+//! A trace without scope times (no `enter`/`exit` in its scopes) has its scope spans
+//! inferred from the allocation events inside each scope ([`ScopeTimes::Inferred`]), which
+//! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
 mod ops;

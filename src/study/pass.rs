@@ -13,7 +13,7 @@ use serde::Serialize;
 pub enum ScopeTimes {
     /// Recorded by the profiler (`enter`/`exit` in every scope).
     Recorded,
-    /// Inferred from the allocation times inside each scope (older traces).
+    /// Inferred from the allocation times inside each scope (traces without scope times).
     Inferred,
 }
 

@@ -12,7 +12,7 @@
 use memo_alloc::trace::Trace;
 use serde_json::{json, Value};
 
-use super::pass::{chain_roots, op_path, record_end, scope_spans, ScopeTimes};
+use super::pass::{chain_roots, op_path, record_end, scope_spans, ScopeTimes, Spans};
 
 /// How many of the largest allocations get an instant event by default.
 pub const LARGEST: usize = 16;
@@ -25,8 +25,30 @@ const OPS_TID: u32 = 2;
 /// for its `largest` largest allocations (realloc chains, by their largest size).
 pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
     let spans = scope_spans(trace);
-    let n = trace.scopes.len();
-    let mut events: Vec<Value> = vec![
+    let mut events = track_metadata(trace);
+    events.extend(op_slices(trace, &spans));
+    events.extend(live_bytes_counter(trace));
+    events.extend(largest_allocations(trace, largest));
+    json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "source": "memomalloc trace",
+            "key": trace.key,
+            "events": trace.events,
+            "time": "event ticks, shown as microseconds",
+            "scope_times": match spans.times {
+                ScopeTimes::Recorded => "recorded",
+                ScopeTimes::Inferred => "inferred",
+            },
+        },
+    })
+}
+
+/// The process and thread names, the threads' order, and the one slice of the whole pass.
+fn track_metadata(trace: &Trace) -> Vec<Value> {
+    let ops = trace.scopes.len().saturating_sub(1);
+    vec![
         json!({"name": "process_name", "ph": "M", "pid": PID,
                "args": {"name": format!("memomalloc pass {}", trace.key)}}),
         json!({"name": "thread_name", "ph": "M", "pid": PID, "tid": PASS_TID,
@@ -39,21 +61,26 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
                "args": {"sort_index": 1}}),
         json!({"name": trace.key, "cat": "pass", "ph": "X", "ts": 0, "dur": trace.events,
                "pid": PID, "tid": PASS_TID,
-               "args": {"events": trace.events, "ops": n.saturating_sub(1),
+               "args": {"events": trace.events, "ops": ops,
                         "allocations": trace.allocations.len()}}),
-    ];
+    ]
+}
 
-    // Direct allocations per scope instance.
-    let mut direct = vec![(0u64, 0u64); n];
+/// The allocations made directly in each scope instance: `(count, bytes)` by scope id.
+fn direct_allocations(trace: &Trace) -> Vec<(u64, u64)> {
+    let mut direct = vec![(0u64, 0u64); trace.scopes.len()];
     for a in &trace.allocations {
         if let Some(d) = direct.get_mut(a.scope as usize) {
             d.0 += 1;
             d.1 += a.size;
         }
     }
-    // Op slices in depth-first order (parents before children, children in enter order),
-    // then stably sorted by time: ties keep the nesting order.
-    let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+    direct
+}
+
+/// The child scopes of every scope, in enter order (ties by id).
+fn children_in_enter_order(trace: &Trace, spans: &Spans) -> Vec<Vec<u32>> {
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); trace.scopes.len()];
     for s in trace.scopes.iter().skip(1) {
         if let Some(p) = s.parent {
             if let Some(c) = children.get_mut(p as usize) {
@@ -64,7 +91,16 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
     for c in &mut children {
         c.sort_by_key(|&id| (spans.spans[id as usize].0, id));
     }
-    let mut slices: Vec<(u64, Value)> = Vec::with_capacity(2 * n);
+    children
+}
+
+/// The `B`/`E` events of the op scopes: built in depth-first order (parents before
+/// children, children in enter order), then stably sorted by time, so that ties keep the
+/// nesting order.
+fn op_slices(trace: &Trace, spans: &Spans) -> Vec<Value> {
+    let direct = direct_allocations(trace);
+    let children = children_in_enter_order(trace, spans);
+    let mut slices: Vec<(u64, Value)> = Vec::with_capacity(2 * trace.scopes.len());
     // (scope, whether its children were pushed)
     let mut stack: Vec<(u32, bool)> = children
         .first()
@@ -94,9 +130,11 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
         }
     }
     slices.sort_by_key(|s| s.0);
-    events.extend(slices.into_iter().map(|s| s.1));
+    slices.into_iter().map(|s| s.1).collect()
+}
 
-    // The live-bytes counter.
+/// The `live bytes` counter track: a sample at 0, then one wherever the live bytes change.
+fn live_bytes_counter(trace: &Trace) -> Vec<Value> {
     let mut deltas: Vec<(u64, i128)> = Vec::with_capacity(2 * trace.allocations.len());
     for (i, a) in trace.allocations.iter().enumerate() {
         let end = record_end(trace, i);
@@ -106,10 +144,10 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
         }
     }
     deltas.sort_unstable_by_key(|d| d.0);
+    let sample = |t: u64, bytes: u64| json!({"name": "live bytes", "ph": "C", "ts": t, "pid": PID, "args": {"bytes": bytes}});
+    let mut samples = vec![sample(0, 0)];
     let mut live: i128 = 0;
     let mut k = 0;
-    events.push(json!({"name": "live bytes", "ph": "C", "ts": 0, "pid": PID,
-                       "args": {"bytes": 0}}));
     while k < deltas.len() {
         let t = deltas[k].0;
         let before = live;
@@ -118,16 +156,18 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
             k += 1;
         }
         if live != before {
-            events.push(json!({"name": "live bytes", "ph": "C", "ts": t, "pid": PID,
-                               "args": {"bytes": live.max(0) as u64}}));
+            samples.push(sample(t, live.max(0) as u64));
         }
     }
+    samples
+}
 
-    // The largest allocations.
+/// An instant event at the allocation of each of the `largest` largest realloc chains
+/// (largest size first, then by first record).
+fn largest_allocations(trace: &Trace, largest: usize) -> Vec<Value> {
     let chains = trace.chains();
-    let roots = chain_roots(trace);
     let mut members = std::collections::HashMap::new();
-    for &r in &roots {
+    for r in chain_roots(trace) {
         *members.entry(r).or_insert(0u64) += 1;
     }
     let mut order: Vec<usize> = (0..chains.len()).collect();
@@ -137,34 +177,22 @@ pub fn to_perfetto(trace: &Trace, largest: usize) -> Value {
             .cmp(&chains[a].size)
             .then(chains[a].root.cmp(&chains[b].root))
     });
-    for &ci in order.iter().take(largest) {
-        let c = &chains[ci];
-        let a = &trace.allocations[c.root as usize];
-        let op = op_path(trace, a.scope);
-        events.push(json!({
-            "name": format!("alloc {} B", c.size), "cat": "allocation", "ph": "i", "s": "t",
-            "ts": c.lower, "pid": PID, "tid": OPS_TID,
-            "args": {"allocation": c.root, "size": c.size, "op": op,
-                     "freed": c.upper, "escaping": c.escaping,
-                     "reallocs": members.get(&c.root).copied().unwrap_or(1) - 1,
-                     "call_site": a.call_site.as_ref().and_then(|f| f.first())},
-        }));
-    }
-
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "source": "memomalloc trace",
-            "key": trace.key,
-            "events": trace.events,
-            "time": "event ticks, shown as microseconds",
-            "scope_times": match spans.times {
-                ScopeTimes::Recorded => "recorded",
-                ScopeTimes::Inferred => "inferred",
-            },
-        },
-    })
+    order
+        .iter()
+        .take(largest)
+        .map(|&ci| {
+            let c = &chains[ci];
+            let a = &trace.allocations[c.root as usize];
+            json!({
+                "name": format!("alloc {} B", c.size), "cat": "allocation", "ph": "i",
+                "s": "t", "ts": c.lower, "pid": PID, "tid": OPS_TID,
+                "args": {"allocation": c.root, "size": c.size, "op": op_path(trace, a.scope),
+                         "freed": c.upper, "escaping": c.escaping,
+                         "reallocs": members.get(&c.root).copied().unwrap_or(1) - 1,
+                         "call_site": a.call_site.as_ref().and_then(|f| f.first())},
+            })
+        })
+        .collect()
 }
 
 /// Checks that the `B`/`E` events of every thread of a trace-event document are balanced

@@ -2,60 +2,87 @@
 
 use std::path::Path;
 
+use memo_alloc::trace::Trace;
 use memo_planner::text::thousands;
 use memomalloc::study::{dhat, perfetto, to_csv};
 use serde_json::Value;
 
+use crate::failure::Failure;
 use crate::input::load_trace;
+use crate::output::{compact_json, emit, write_file};
 
-fn write_json(path: &Path, doc: &Value) -> Result<(), String> {
-    let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
-    std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+/// The files `memo export` writes (at least one).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outputs<'a> {
+    /// The DHAT JSON file.
+    pub dhat: Option<&'a Path>,
+    /// The Chrome trace-event JSON file.
+    pub perfetto: Option<&'a Path>,
+    /// The planner problem as CSV.
+    pub csv: Option<&'a Path>,
 }
 
-/// `memo export`: writes each requested file and says what it holds.
-pub fn export(
-    path: &Path,
-    dhat_out: Option<&Path>,
-    perfetto_out: Option<&Path>,
-    csv_out: Option<&Path>,
-    largest: usize,
-) -> Result<(), String> {
-    if dhat_out.is_none() && perfetto_out.is_none() && csv_out.is_none() {
-        return Err("nothing to export: give --dhat, --perfetto and/or --csv".into());
+/// `memo export`: writes each requested file and says what it holds; `largest` is the
+/// number of allocations marked in the Perfetto file.
+pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failure> {
+    if outputs.dhat.is_none() && outputs.perfetto.is_none() && outputs.csv.is_none() {
+        return Err(Failure::Usage {
+            subcommand: "export",
+            message: "nothing to export: give --dhat, --perfetto and/or --csv".into(),
+        });
     }
     let trace = load_trace(path)?;
     let mut said = String::new();
-    if let Some(out) = dhat_out {
-        let cmd = format!("memomalloc pass {} ({})", trace.key, path.display());
-        let doc = dhat::to_dhat(&trace, &cmd);
-        write_json(out, &doc)?;
-        let pps = doc["pps"].as_array().map_or(0, Vec::len);
-        said.push_str(&format!(
-            "dhat      {}: {} program points, {} frames (open it in valgrind's dh_view.html)\n",
-            out.display(),
-            thousands(pps as u64),
-            thousands(doc["ftbl"].as_array().map_or(0, Vec::len) as u64)
-        ));
+    if let Some(out) = outputs.dhat {
+        said.push_str(&write_dhat(path, &trace, out)?);
     }
-    if let Some(out) = perfetto_out {
-        let doc = perfetto::to_perfetto(&trace, largest);
-        write_json(out, &doc)?;
-        let n = doc["traceEvents"].as_array().map_or(0, Vec::len);
-        said.push_str(&format!(
-            "perfetto  {}: {} trace events (open it in ui.perfetto.dev or chrome://tracing)\n",
-            out.display(),
-            thousands(n as u64)
-        ));
+    if let Some(out) = outputs.perfetto {
+        said.push_str(&write_perfetto(&trace, out, largest)?);
     }
-    if let Some(out) = csv_out {
-        let csv = to_csv(&trace);
-        std::fs::write(out, &csv).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
-        said.push_str(&format!(
-            "csv       {}: {} buffers (minimalloc convention)\n",
-            out.display(),
-            thousands(csv.lines().count().saturating_sub(1) as u64)
-        ));
+    if let Some(out) = outputs.csv {
+        said.push_str(&write_csv(&trace, out)?);
     }
-    crate::commands::emit(None, &said)
+    emit(None, &said)
+}
+
+/// Writes `doc` to `path` as compact JSON.
+fn write_json(path: &Path, doc: &Value) -> Result<(), Failure> {
+    write_file(path, compact_json(doc)?.as_bytes())
+}
+
+/// Writes the DHAT file; returns the line that says what it holds.
+fn write_dhat(path: &Path, trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let cmd = format!("memomalloc pass {} ({})", trace.key, path.display());
+    let doc = dhat::to_dhat(trace, &cmd);
+    write_json(out, &doc)?;
+    let pps = doc["pps"].as_array().map_or(0, Vec::len);
+    Ok(format!(
+        "dhat      {}: {} program points, {} frames (open it in valgrind's dh_view.html)\n",
+        out.display(),
+        thousands(pps as u64),
+        thousands(doc["ftbl"].as_array().map_or(0, Vec::len) as u64)
+    ))
+}
+
+/// Writes the Perfetto file; returns the line that says what it holds.
+fn write_perfetto(trace: &Trace, out: &Path, largest: usize) -> Result<String, Failure> {
+    let doc = perfetto::to_perfetto(trace, largest);
+    write_json(out, &doc)?;
+    let n = doc["traceEvents"].as_array().map_or(0, Vec::len);
+    Ok(format!(
+        "perfetto  {}: {} trace events (open it in ui.perfetto.dev or chrome://tracing)\n",
+        out.display(),
+        thousands(n as u64)
+    ))
+}
+
+/// Writes the CSV problem; returns the line that says what it holds.
+fn write_csv(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let csv = to_csv(trace);
+    write_file(out, csv.as_bytes())?;
+    Ok(format!(
+        "csv       {}: {} buffers (minimalloc convention)\n",
+        out.display(),
+        thousands(csv.lines().count().saturating_sub(1) as u64)
+    ))
 }

@@ -7,6 +7,8 @@ use memo_planner::format::parse_problem;
 use memo_planner::Problem;
 use memomalloc::study::op_path;
 
+use crate::failure::Failure;
+
 /// A problem to plan, with what the heap map can say about its buffers.
 pub struct Input {
     /// The problem.
@@ -16,8 +18,10 @@ pub struct Input {
 }
 
 /// Reads `path`; a JSON document whose `format` is a memomalloc trace becomes the trace's
-/// planner problem (allocations that escaped the pass are left out).
-pub fn read(path: &Path) -> Result<Input, String> {
+/// planner problem (allocations that escaped the pass are left out). A file that cannot be
+/// read or parsed is a [`Failure::BadFile`] naming the file (and the line and field, for
+/// CSV).
+pub fn read(path: &Path) -> Result<Input, Failure> {
     let bytes = read_file(path)?;
     if looks_like_trace(&bytes) {
         let trace = parse_trace(path, &bytes)?;
@@ -32,7 +36,7 @@ pub fn read(path: &Path) -> Result<Input, String> {
         });
     }
     let name = path.display().to_string();
-    let (problem, _) = parse_problem(&bytes, &name).map_err(|e| e.to_string())?;
+    let (problem, _) = parse_problem(&bytes, &name).map_err(|e| Failure::BadFile(e.to_string()))?;
     Ok(Input {
         problem,
         groups: None,
@@ -47,17 +51,21 @@ fn looks_like_trace(bytes: &[u8]) -> bool {
 
 /// Reads and checks a memomalloc trace ([`Trace::check`]); errors name the file and what
 /// is wrong.
-pub fn load_trace(path: &Path) -> Result<Trace, String> {
+pub fn load_trace(path: &Path) -> Result<Trace, Failure> {
     parse_trace(path, &read_file(path)?)
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: cannot read the file: {e}", path.display()))
+fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path)
+        .map_err(|e| Failure::BadFile(format!("{}: cannot read the file: {e}", path.display())))
 }
 
-fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, String> {
+fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, Failure> {
     let invalid = |e: &dyn std::fmt::Display| {
-        format!("{}: not a valid memomalloc trace: {e}", path.display())
+        Failure::BadFile(format!(
+            "{}: not a valid memomalloc trace: {e}",
+            path.display()
+        ))
     };
     let trace: Trace = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
     trace.check().map_err(|e| invalid(&e))?;

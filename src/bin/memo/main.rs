@@ -1,4 +1,4 @@
-//! `memo`: plan, compare and draw allocation problems and recorded traces.
+//! `memo`: plan, compare and draw allocation problems, and study memomalloc traces.
 //!
 //! ```text
 //! memo plan    INPUT [--strategy NAME] [--shared] [--capacity N] [--time-limit SECS]
@@ -10,133 +10,48 @@
 //! ```
 //!
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
-//! memo-alloc (`MEMO_TRACE_DIR`).
+//! memo-alloc (`MEMO_TRACE_DIR`). `--strategy` takes the offset strategies' names, or with
+//! `--shared` the shared-objects strategies' names (`memo plan --help` lists both).
+//!
+//! Exit status, the same for every output format (`failure.rs` says why):
+//! - 0: success;
+//! - 1: the command ran and its result is a failure: a strategy made an invalid plan, or
+//!   `plan --capacity` found no plan of that height (the text or JSON result is printed);
+//! - 2: a usage error (clap's, or flags that do not go together) or a file that cannot be
+//!   used: an input that cannot be read or is malformed, an output that cannot be written.
+//!   Every check of the command line comes before any input is read or planned.
 
-mod commands;
+mod args;
+mod compare_cmd;
 mod export_cmd;
+mod failure;
+mod heapmap_cmd;
 mod input;
+mod output;
+mod plan_cmd;
+mod planning;
 mod stats_cmd;
 mod table;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
+use memo_planner::OffsetStrategy;
 
-#[derive(Parser)]
-#[command(
-    name = "memo",
-    version,
-    about = "Plan, compare and draw memory-planning problems and memomalloc traces"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-/// Output format of commands that print results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// An aligned table for people.
-    Text,
-    /// JSON for programs.
-    Json,
-    /// The problem with an `offset` column (`plan` only).
-    Csv,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Plan one problem with one strategy.
-    Plan {
-        /// CSV or JSON problem, or a memomalloc trace.
-        input: PathBuf,
-        /// Strategy name (default: `best` for offsets, `greedy-by-size-improved` with --shared).
-        #[arg(long, short)]
-        strategy: Option<String>,
-        /// Use the shared-objects family instead of offsets.
-        #[arg(long)]
-        shared: bool,
-        /// With `--strategy exact`: decide whether the problem fits in N bytes (a plan of
-        /// height at most N, or a proof that none exists) instead of minimising.
-        #[arg(long, value_name = "N")]
-        capacity: Option<u64>,
-        /// With `--strategy exact`: stop searching after this many seconds (a safety net
-        /// on top of the node budget; the answer may then depend on the machine).
-        #[arg(long, value_name = "SECS")]
-        time_limit: Option<f64>,
-        #[arg(long, short, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        /// Write the output here instead of standard output.
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
-    /// Run every strategy of both families and compare them with the lower bounds.
-    Compare {
-        /// CSV or JSON problem, or a memomalloc trace.
-        input: PathBuf,
-        #[arg(long, short, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        /// Write the output here instead of standard output.
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
-    /// Draw a plan as an SVG heap map (time across, address up).
-    Heapmap {
-        /// CSV or JSON problem, or a memomalloc trace.
-        input: PathBuf,
-        /// Strategy name (default: `best`, or `greedy-by-size-improved` with --shared).
-        #[arg(long, short)]
-        strategy: Option<String>,
-        /// Draw a shared-objects plan (objects laid out end to end).
-        #[arg(long)]
-        shared: bool,
-        /// The SVG file to write.
-        #[arg(long, short)]
-        output: PathBuf,
-        /// Picture width in pixels.
-        #[arg(long, default_value_t = 1200)]
-        width: u32,
-        /// Picture height in pixels.
-        #[arg(long, default_value_t = 720)]
-        height: u32,
-    },
-    /// Report what a recorded pass allocates: sizes, lifetimes, ops, fates, peak vs plan.
-    Stats {
-        /// A memomalloc trace (`MEMO_TRACE_DIR/<key>.<n>.trace.json`).
-        trace: PathBuf,
-        #[arg(long, short, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        /// Write the output here instead of standard output.
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
-    /// Export a recorded pass for the DHAT viewer, Perfetto, or other planners.
-    #[command(group(
-        clap::ArgGroup::new("outputs").required(true).multiple(true)
-            .args(["dhat", "perfetto", "csv"])
-    ))]
-    Export {
-        /// A memomalloc trace (`MEMO_TRACE_DIR/<key>.<n>.trace.json`).
-        trace: PathBuf,
-        /// Write a DHAT JSON file (open it in valgrind's dh_view.html).
-        #[arg(long, value_name = "OUT.json")]
-        dhat: Option<PathBuf>,
-        /// Write a Chrome trace-event JSON file (open it in ui.perfetto.dev).
-        #[arg(long, value_name = "OUT.json")]
-        perfetto: Option<PathBuf>,
-        /// Write the pass as a planner problem (minimalloc CSV convention).
-        #[arg(long, value_name = "OUT.csv")]
-        csv: Option<PathBuf>,
-        /// Instant events in the Perfetto file for this many of the largest allocations.
-        #[arg(long, default_value_t = memomalloc::study::perfetto::LARGEST)]
-        largest: usize,
-    },
-}
+use args::{Cli, Command};
+use failure::Failure;
+use planning::{ExactFlags, Strategy};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(),
+    }
+}
+
+/// Runs one subcommand, once its flags are known to go together.
+fn run(command: Command) -> Result<(), Failure> {
+    match command {
         Command::Plan {
             input,
             strategy,
@@ -145,22 +60,25 @@ fn main() -> ExitCode {
             time_limit,
             format,
             output,
-        } => commands::plan(
-            &input,
-            strategy.as_deref(),
-            shared,
-            commands::ExactFlags {
+        } => {
+            let strategy = choose("plan", strategy.as_deref(), shared)?;
+            let flags = ExactFlags {
                 capacity,
                 time_limit,
-            },
-            format,
-            output.as_deref(),
-        ),
+            };
+            if flags.any() && strategy != Strategy::Offsets(OffsetStrategy::Exact) {
+                return Err(Failure::Usage {
+                    subcommand: "plan",
+                    message: "--capacity and --time-limit apply to --strategy exact only".into(),
+                });
+            }
+            plan_cmd::plan(&input, strategy, flags, format, output.as_deref())
+        }
         Command::Compare {
             input,
             format,
             output,
-        } => commands::compare(&input, format, output.as_deref()),
+        } => compare_cmd::compare(&input, format, output.as_deref()),
         Command::Heapmap {
             input,
             strategy,
@@ -168,7 +86,10 @@ fn main() -> ExitCode {
             output,
             width,
             height,
-        } => commands::heapmap(&input, strategy.as_deref(), shared, &output, width, height),
+        } => {
+            let strategy = choose("heapmap", strategy.as_deref(), shared)?;
+            heapmap_cmd::heapmap(&input, strategy, &output, width, height)
+        }
         Command::Stats {
             trace,
             format,
@@ -182,17 +103,30 @@ fn main() -> ExitCode {
             largest,
         } => export_cmd::export(
             &trace,
-            dhat.as_deref(),
-            perfetto.as_deref(),
-            csv.as_deref(),
+            export_cmd::Outputs {
+                dhat: dhat.as_deref(),
+                perfetto: perfetto.as_deref(),
+                csv: csv.as_deref(),
+            },
             largest,
         ),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("memo: {e}");
-            ExitCode::from(2)
-        }
     }
+}
+
+/// The strategy `--strategy NAME` names in the family `--shared` picks; a name of the
+/// other family is a usage error.
+fn choose(subcommand: &'static str, name: Option<&str>, shared: bool) -> Result<Strategy, Failure> {
+    Strategy::choose(name, shared).map_err(|e| Failure::Usage {
+        subcommand,
+        message: format!(
+            "{:?} is not {} strategy; expected one of: {}",
+            e.name,
+            if shared {
+                "a shared-objects (--shared)"
+            } else {
+                "an offsets"
+            },
+            e.known.join(", ")
+        ),
+    })
 }

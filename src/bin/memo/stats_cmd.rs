@@ -3,38 +3,42 @@
 use std::path::Path;
 
 use memo_planner::text::{bytes_and_mib, short_size, thousands};
-use memomalloc::study::{Bucket, Share, Study, TOP_CALL_SITES};
+use memomalloc::study::{Bucket, Memory, ScopeTimes, Share, Study, TOP_CALL_SITES};
 use serde_json::Value;
 
+use crate::args::ReportFormat;
+use crate::failure::Failure;
 use crate::input::load_trace;
+use crate::output::{emit, pretty_json};
 use crate::table::Table;
-use crate::Format;
 
 /// Width of the histogram bars, in characters.
 const BAR: usize = 24;
 
 /// `memo stats`.
-pub fn stats(path: &Path, format: Format, output: Option<&Path>) -> Result<(), String> {
+pub fn stats(path: &Path, format: ReportFormat, output: Option<&Path>) -> Result<(), Failure> {
     let trace = load_trace(path)?;
     let study = Study::of(&trace);
     let text = match format {
-        Format::Json => {
-            let mut doc = serde_json::Map::new();
-            doc.insert("input".into(), Value::from(path.display().to_string()));
-            if let Value::Object(m) = serde_json::to_value(&study).map_err(|e| e.to_string())? {
-                doc.extend(m);
-            }
-            let mut t =
-                serde_json::to_string_pretty(&Value::Object(doc)).map_err(|e| e.to_string())?;
-            t.push('\n');
-            t
-        }
-        Format::Csv => return Err("stats prints text or json".into()),
-        Format::Text => render(path, &study),
+        ReportFormat::Json => study_json(path, &study)?,
+        ReportFormat::Text => render(path, &study),
     };
-    crate::commands::emit(output, &text)
+    emit(output, &text)
 }
 
+/// The study as JSON, after the trace's path (`input`).
+fn study_json(path: &Path, study: &Study) -> Result<String, Failure> {
+    let mut doc = serde_json::Map::new();
+    doc.insert("input".into(), Value::from(path.display().to_string()));
+    let fields = serde_json::to_value(study)
+        .map_err(|e| Failure::Failed(format!("internal error: cannot write JSON: {e}")))?;
+    if let Value::Object(m) = fields {
+        doc.extend(m);
+    }
+    pretty_json(&Value::Object(doc))
+}
+
+/// `part` as a percentage of `whole` with one decimal, `-` when `whole` is 0.
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".into()
@@ -91,8 +95,39 @@ fn histogram(title: &str, buckets: &[Bucket], sizes: bool, out: &mut String) {
     out.push_str(&t.render());
 }
 
-/// The text report.
+/// The text report: the pass in brief, then one section per part of the study.
 fn render(path: &Path, s: &Study) -> String {
+    let mut out = summary(path, s);
+    out.push_str("\nmemory\n");
+    out.push_str(&skip_header(&memory_table(&s.memory).render()));
+    out.push_str("\nfates\n");
+    out.push_str(&fates_table(s).render());
+    histogram("sizes (bytes)", &s.sizes, true, &mut out);
+    histogram(
+        "lifetimes in events (escaping allocations excluded)",
+        &s.lifetime_events,
+        false,
+        &mut out,
+    );
+    histogram(
+        "lifetimes in ops (op scopes entered while live)",
+        &s.lifetime_ops,
+        false,
+        &mut out,
+    );
+    out.push_str("\nops by bytes\n");
+    out.push_str(&ops_table(s).render());
+    if s.call_sites_captured {
+        out.push_str(&format!("\ntop {TOP_CALL_SITES} call sites by bytes\n"));
+        out.push_str(&call_sites_table(s).render());
+    } else {
+        out.push_str("\ncall sites    not captured (record with MEMO_BACKTRACE=1)\n");
+    }
+    out
+}
+
+/// The report's first lines: the trace, the pass, its allocations and calls.
+fn summary(path: &Path, s: &Study) -> String {
     let mut out = String::new();
     let c = &s.calls;
     out.push_str(&format!("trace         {}\n", path.display()));
@@ -102,8 +137,8 @@ fn render(path: &Path, s: &Study) -> String {
         thousands(s.events),
         thousands(s.op_instances),
         match s.scope_times {
-            memomalloc::study::ScopeTimes::Recorded => "recorded",
-            memomalloc::study::ScopeTimes::Inferred => "inferred from allocations",
+            ScopeTimes::Recorded => "recorded",
+            ScopeTimes::Inferred => "inferred from allocations",
         }
     ));
     out.push_str(&format!(
@@ -119,9 +154,11 @@ fn render(path: &Path, s: &Study) -> String {
         thousands(c.free),
         thousands(c.bytes)
     ));
+    out
+}
 
-    let m = &s.memory;
-    out.push_str("\nmemory\n");
+/// The peaks against the lower bound, the plan and no reuse.
+fn memory_table(m: &Memory) -> Table {
     let mut t = Table::new(&["", "bytes", ""], &[false, true, false]);
     t.row(vec![
         "  peak live (all allocations)".into(),
@@ -156,9 +193,11 @@ fn render(path: &Path, s: &Study) -> String {
             pct(m.naive.saturating_sub(m.height), m.naive)
         ),
     ]);
-    out.push_str(&skip_header(&t.render()));
+    t
+}
 
-    out.push_str("\nfates\n");
+/// Allocations by fate, counted and by bytes.
+fn fates_table(s: &Study) -> Table {
     let mut t = Table::new(
         &["", "allocations", "share", "bytes", "share"],
         &[false, true, true, true, true],
@@ -175,23 +214,11 @@ fn render(path: &Path, s: &Study) -> String {
     t.row(row("short-lived (freed in their op)", s.shares.short_lived));
     t.row(row("escaping (outlive the pass)", s.shares.escaping));
     t.row(row("realloc'd", s.shares.reallocated));
-    out.push_str(&t.render());
+    t
+}
 
-    histogram("sizes (bytes)", &s.sizes, true, &mut out);
-    histogram(
-        "lifetimes in events (escaping allocations excluded)",
-        &s.lifetime_events,
-        false,
-        &mut out,
-    );
-    histogram(
-        "lifetimes in ops (op scopes entered while live)",
-        &s.lifetime_ops,
-        false,
-        &mut out,
-    );
-
-    out.push_str("\nops by bytes\n");
+/// One row per op path, by bytes.
+fn ops_table(s: &Study) -> Table {
     let mut t = Table::new(
         &[
             "  op",
@@ -217,27 +244,24 @@ fn render(path: &Path, s: &Study) -> String {
             thousands(r.escaping),
         ]);
     }
-    out.push_str(&t.render());
+    t
+}
 
-    if s.call_sites_captured {
-        out.push_str(&format!("\ntop {TOP_CALL_SITES} call sites by bytes\n"));
-        let mut t = Table::new(
-            &["  call site", "allocations", "bytes", "share"],
-            &[false, true, true, true],
-        );
-        for site in &s.call_sites {
-            t.row(vec![
-                format!("  {}", site.site),
-                thousands(site.allocations),
-                thousands(site.bytes),
-                pct(site.bytes, s.bytes),
-            ]);
-        }
-        out.push_str(&t.render());
-    } else {
-        out.push_str("\ncall sites    not captured (record with MEMO_BACKTRACE=1)\n");
+/// The top call sites, by bytes.
+fn call_sites_table(s: &Study) -> Table {
+    let mut t = Table::new(
+        &["  call site", "allocations", "bytes", "share"],
+        &[false, true, true, true],
+    );
+    for site in &s.call_sites {
+        t.row(vec![
+            format!("  {}", site.site),
+            thousands(site.allocations),
+            thousands(site.bytes),
+            pct(site.bytes, s.bytes),
+        ]);
     }
-    out
+    t
 }
 
 /// A table rendered without its (empty) header and rule.
