@@ -10,8 +10,9 @@ use crate::alloc::Allocator;
 use crate::harness::parent::{self, Group, Schedule};
 use crate::harness::{child, CellSpec};
 use crate::report::{self, heapmaps, svg, table, Format};
+use crate::runner::Workload;
 use crate::service::command::{self, ServerArgs, ServiceArgs};
-use crate::workloads::{Net, Spec, Variant};
+use crate::workloads::Spec;
 
 /// memo-bench: pass latency of DNN-shaped workloads under glibc, jemalloc, jemalloc-tuned,
 /// mimalloc, memomalloc over System and memomalloc over jemalloc.
@@ -314,17 +315,10 @@ fn list(args: &Args) -> i32 {
                 return 2;
             }
         };
-        match spec.build() {
+        match Workload::build(&spec) {
             Ok(wl) => {
                 let (n, b) = wl.allocation_profile();
-                let (ops, peak) = match &wl {
-                    crate::workloads::Workload::Graph { graph, .. } => {
-                        (graph.ops.len(), graph.peak_bytes())
-                    }
-                    crate::workloads::Workload::Trace(_) => (0, 0),
-                    #[cfg(feature = "engine")]
-                    crate::workloads::Workload::Candle(_) => (0, 0),
-                };
+                let (ops, peak) = wl.ops_and_peak();
                 println!(
                     "{:<36} {:>6} {:>12} {:>12.1} {:>12.1}",
                     w,
@@ -337,7 +331,6 @@ fn list(args: &Args) -> i32 {
             Err(e) => eprintln!("{w}: {e}"),
         }
     }
-    let _ = (Net::ALL, Variant::Scoped);
     0
 }
 

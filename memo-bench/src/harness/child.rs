@@ -10,7 +10,8 @@ use super::{sys, CellResult, CellSpec, MemoCounters};
 use crate::alloc::{self, Allocator};
 use crate::engine::Compute;
 use crate::pass_count;
-use crate::workloads::{Runner, Spec};
+use crate::runner::{Runner, Workload};
+use crate::workloads::Spec;
 
 /// Per-thread outcome.
 struct ThreadResult {
@@ -33,7 +34,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     }
     pass_count::harness_thread();
     let wspec = Spec::parse(&spec.workload)?;
-    let workload = wspec.build()?;
+    let workload = Workload::build(&wspec)?;
     if !wspec.repeats_exactly() {
         crate::arena::disable(); // `static` serves only passes that repeat exactly
     }
