@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use crate::alloc::Allocator;
 use crate::harness::parent::{self, Group, Schedule};
 use crate::harness::{child, CellSpec};
-use crate::report::{self, heapmaps, svg, table, Format};
+use crate::report::{self, heapmaps, ratio_plot::ratio_plot, table, Format};
 use crate::runner::Workload;
 use crate::service::command::{self, ServerArgs, ServiceArgs};
 use crate::workloads::Spec;
@@ -496,7 +496,7 @@ fn write_report(
             format!("{wl} c{compute}")
         };
         let name = format!("ratio-{}.svg", memo_alloc::files::file_stem(&title));
-        w(&name, &svg::ratio_plot(&title, &cells, rep.cpus))?;
+        w(&name, &ratio_plot(&title, &cells, rep.cpus))?;
     }
     if let Some(t) = trace_dir {
         heapmaps::render_all(t, dir);

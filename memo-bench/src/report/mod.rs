@@ -2,7 +2,8 @@
 //! document, SVG ratio plots and heap maps.
 
 pub mod heapmaps;
-pub mod svg;
+pub mod plot;
+pub mod ratio_plot;
 pub mod table;
 
 use std::collections::BTreeMap;
