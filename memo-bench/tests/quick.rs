@@ -245,3 +245,29 @@ fn measured_passes_start_with_a_warm_instance_per_thread() {
         assert!(instances >= 2, "{instances} instances for 2 threads: {v}");
     }
 }
+
+#[test]
+fn an_unknown_allocator_or_workload_is_refused_before_any_cell_runs() {
+    for (args, names) in [
+        (
+            &["--allocators", "memo,tcmalloc"][..],
+            &["tcmalloc", "glibc", "memo-slots"][..],
+        ),
+        (
+            &["--workloads", "resnet50:b1:s32,vgg16"],
+            &["vgg16", "mobilenet_v1", "trace:<file>"],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memo-bench"))
+            .args(args)
+            .args(["--no-progress", "--no-report"])
+            .output()
+            .expect("memo-bench runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "no cell ran: {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for name in names {
+            assert!(err.contains(name), "{name} in {err}");
+        }
+    }
+}

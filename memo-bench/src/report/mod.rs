@@ -14,12 +14,12 @@ use serde::Serialize;
 use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Run};
 
-/// Output format of the results.
+/// Output format of the results on stdout (the values `memo`'s `--format` takes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned table.
-    Table,
-    /// `{"cells": [...]}` JSON.
+    /// An aligned table for people.
+    Text,
+    /// JSON for programs.
     Json,
 }
 
