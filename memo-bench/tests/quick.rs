@@ -230,10 +230,10 @@ fn child(allocator: &str, spec: &str) -> Value {
 #[test]
 fn measured_passes_start_with_a_warm_instance_per_thread() {
     // The settling passes of all threads hold their instances at once, so the measured
-    // passes (concurrent) start with one warm instance per thread. When one settling pass
-    // ended before the other began, both warmed the same instance and the first
-    // concurrent measured pass faulted a new one in (about 500 faults on resnet50:s96).
-    // Without the overlap, this test failed 7 times in 10.
+    // passes (concurrent) start with one warm instance per thread. Were one settling pass
+    // to end before the other began, both would warm the same instance and the first
+    // concurrent measured pass would fault a new one in. Eight runs, as the two threads'
+    // timing varies from run to run.
     for _ in 0..8 {
         let v = child(
             "memo",
