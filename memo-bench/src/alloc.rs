@@ -31,8 +31,9 @@ use tikv_jemallocator::Jemalloc;
 pub const ALLOCATOR_ENV: &str = "MEMO_BENCH_ALLOCATOR";
 const ALLOCATOR_ENV_C: &std::ffi::CStr = c"MEMO_BENCH_ALLOCATOR";
 
-/// The allocators compared, with their report names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The allocators compared, with their report names (also the values of the command
+/// line's `--allocators`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 #[repr(u8)]
 pub enum Allocator {
     /// `std::alloc::System` (glibc malloc).
@@ -48,10 +49,10 @@ pub enum Allocator {
     /// memomalloc over jemalloc (default configuration).
     MemoJemalloc = 5,
     /// An ahead-of-time arena serving each thread's recorded pass unchecked, over glibc
-    /// ([`crate::arena`]).
+    /// (the `arena` module).
     Static = 6,
     /// memomalloc over `System` without lanes (`MEMO_LANES=0`): every request replays
-    /// from a planned slot, small ones too (memo before lanes became its default).
+    /// from a planned slot, small ones too.
     MemoSlots = 7,
 }
 

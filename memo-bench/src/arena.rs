@@ -161,8 +161,8 @@ fn plan(a: &mut Arena) {
         })
         .collect();
     if let Ok(problem) = Problem::new(buffers) {
-        // The portfolio's heuristics and iterated greedy, as memo-alloc plans (without its
-        // exact step on small passes: its search tables took 60 MB on a BERT pass).
+        // The portfolio's heuristics and iterated greedy, as memo-alloc plans, without the
+        // exact step: its search tables would add to the resident memory the cell reports.
         let options = best::BestOptions {
             exact_max_buffers: 0,
             ..best::BestOptions::default()

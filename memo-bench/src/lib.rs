@@ -25,5 +25,6 @@ pub mod engine;
 pub mod harness;
 pub mod pass_count;
 pub mod report;
+pub mod runner;
 pub mod service;
 pub mod workloads;

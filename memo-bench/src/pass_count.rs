@@ -10,9 +10,9 @@
 //!   pass is running anywhere in the process.
 //!
 //! A harness thread between its own passes (computing a digest while another thread's pass
-//! runs) is neither. This does not depend on memo-alloc's API: a helper thread that one day
-//! enters the pass through memo-alloc is still a non-harness thread and still counted as a
-//! helper, and memo-alloc's slab hits (wherever they happen) are compared against the sum.
+//! runs) is neither. This does not depend on memo-alloc's API: a helper thread that enters
+//! the pass through memo-alloc (`PassHandle::in_scope`) is still a non-harness thread and
+//! still counted as a helper, and memo-alloc's slab hits (wherever they happen) are compared against the sum.
 //! Any other thread of the process that allocates while a pass runs is counted as a
 //! helper too (in these cells the only such threads are the engine's worker pools).
 //!

@@ -230,10 +230,10 @@ fn child(allocator: &str, spec: &str) -> Value {
 #[test]
 fn measured_passes_start_with_a_warm_instance_per_thread() {
     // The settling passes of all threads hold their instances at once, so the measured
-    // passes (concurrent) start with one warm instance per thread. When one settling pass
-    // ended before the other began, both warmed the same instance and the first
-    // concurrent measured pass faulted a new one in (about 500 faults on resnet50:s96).
-    // Without the overlap, this test failed 7 times in 10.
+    // passes (concurrent) start with one warm instance per thread. Were one settling pass
+    // to end before the other began, both would warm the same instance and the first
+    // concurrent measured pass would fault a new one in. Eight runs, as the two threads'
+    // timing varies from run to run.
     for _ in 0..8 {
         let v = child(
             "memo",
@@ -243,5 +243,31 @@ fn measured_passes_start_with_a_warm_instance_per_thread() {
             .as_u64()
             .expect("memo counters");
         assert!(instances >= 2, "{instances} instances for 2 threads: {v}");
+    }
+}
+
+#[test]
+fn an_unknown_allocator_or_workload_is_refused_before_any_cell_runs() {
+    for (args, names) in [
+        (
+            &["--allocators", "memo,tcmalloc"][..],
+            &["tcmalloc", "glibc", "memo-slots"][..],
+        ),
+        (
+            &["--workloads", "resnet50:b1:s32,vgg16"],
+            &["vgg16", "mobilenet_v1", "trace:<file>"],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memo-bench"))
+            .args(args)
+            .args(["--no-progress", "--no-report"])
+            .output()
+            .expect("memo-bench runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "no cell ran: {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for name in names {
+            assert!(err.contains(name), "{name} in {err}");
+        }
     }
 }

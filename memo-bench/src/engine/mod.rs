@@ -117,8 +117,9 @@ impl<'g> GraphRunner<'g> {
     }
 
     /// Runs one pass: every op in order (inside `memo_alloc::op(name)` when `scopes`),
-    /// freeing each tensor after its last use. Returns the escaping outputs and a digest of every op's output and of what each
-    /// kernel read (so the checksum covers the whole pass, not only its outputs).
+    /// freeing each tensor after its last use. Returns the escaping outputs and a digest
+    /// of every op's output and of what each kernel read (so the checksum covers the whole
+    /// pass, not only its outputs).
     pub fn run_digest(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, u64) {
         let (out, _, digest) = self.run_full(scopes, div);
         (out, digest)

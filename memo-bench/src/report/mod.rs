@@ -2,7 +2,8 @@
 //! document, SVG ratio plots and heap maps.
 
 pub mod heapmaps;
-pub mod svg;
+pub mod plot;
+pub mod ratio_plot;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -12,13 +13,14 @@ use serde::Serialize;
 
 use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Run};
+use crate::harness::CellResult;
 
-/// Output format of the results.
+/// Output format of the results on stdout (the values `memo`'s `--format` takes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned table.
-    Table,
-    /// `{"cells": [...]}` JSON.
+    /// An aligned table for people.
+    Text,
+    /// JSON for programs.
     Json,
 }
 
@@ -124,40 +126,18 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
     for (gi, g) in groups.iter().enumerate() {
         let first = cells.len();
         for &a in allocators {
-            let rs: Vec<&Run> = runs
+            let rs: Vec<&CellResult> = runs
                 .iter()
                 .filter(|r| r.group == gi && r.result.spec.allocator == a.name())
+                .map(|r| &r.result)
                 .collect();
             if rs.is_empty() {
                 continue;
             }
-            let h = histogram(rs.iter().flat_map(|r| r.result.samples_ns.iter().copied()));
-            let passes: u64 = rs.iter().map(|r| r.result.samples_ns.len() as u64).sum();
-            let elapsed: f64 = rs.iter().map(|r| r.result.elapsed_s).sum();
-            let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
-            let memo = rs.iter().filter_map(|r| r.result.memo.as_ref());
-            let (mut replay, mut hits, mut on_pass, mut on_helpers) = (0u64, 0u64, 0u64, 0u64);
-            let mut misses: BTreeMap<String, u64> = BTreeMap::new();
-            let mut plan_height = None;
-            let mut profiled = None;
-            let mut reprofiled = None::<u64>;
-            for m in memo {
-                replay += m.replay_allocations;
-                hits += m.slab_hits;
-                on_pass += m.pass_thread_allocations;
-                on_helpers += m.helper_allocations;
-                for (k, v) in &m.misses_by_reason {
-                    *misses.entry(k.clone()).or_default() += v;
-                }
-                plan_height = Some(m.plan_height);
-                profiled = Some(m.profiled_allocations);
-                reprofiled = Some(reprofiled.unwrap_or(0) + m.measured_passes_profiled);
-            }
-            let r0 = &rs[0].result;
-            let checksum = r0.checksum.clone();
+            let checksum = &rs[0].checksum;
             if rs
                 .iter()
-                .any(|r| r.result.checksum != checksum || !r.result.checksum_consistent)
+                .any(|r| &r.checksum != checksum || !r.checksum_consistent)
             {
                 mismatches.push(format!(
                     "{} x{} {} (repetitions)",
@@ -166,84 +146,12 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
                     a.name()
                 ));
             }
-            let threshold = r0.jemalloc_oversize_threshold;
-            match a {
-                Allocator::JemallocTuned => {
-                    let ok = threshold == Some(1 << 20);
-                    tuned_ok = Some(tuned_ok.unwrap_or(true) && ok);
-                }
-                Allocator::Jemalloc => {
-                    let ok = threshold.is_some() && threshold != Some(1 << 20);
-                    tuned_ok = Some(tuned_ok.unwrap_or(true) && ok);
-                }
-                _ => {}
+            if let Some(ok) = tuning_as_configured(a, rs[0].jemalloc_oversize_threshold) {
+                tuned_ok = Some(tuned_ok.unwrap_or(true) && ok);
             }
-            cells.push(Cell {
-                workload: g.workload.clone(),
-                allocator: a.name().to_string(),
-                threads: g.threads,
-                compute: g.compute,
-                passes,
-                p50_us: us(0.5),
-                p90_us: us(0.9),
-                p99_us: us(0.99),
-                max_us: h.max() as f64 / 1e3,
-                passes_per_sec: if elapsed > 0.0 {
-                    passes as f64 / elapsed
-                } else {
-                    0.0
-                },
-                peak_rss_bytes: rs
-                    .iter()
-                    .map(|r| r.result.peak_rss_bytes)
-                    .max()
-                    .unwrap_or(0),
-                measured_peak_rss_bytes: rs
-                    .iter()
-                    .map(|r| r.result.measured_peak_rss_bytes)
-                    .max()
-                    .flatten(),
-                minflt_per_pass: rs.iter().map(|r| r.result.minflt).sum::<u64>() as f64
-                    / passes.max(1) as f64,
-                majflt: rs.iter().map(|r| r.result.majflt).sum(),
-                slab_share_pass_thread: a.is_memo().then(|| share(hits, replay)),
-                slab_share_all_threads: a.is_memo().then(|| share(hits, on_pass + on_helpers)),
-                pass_thread_allocations_per_pass: a
-                    .is_memo()
-                    .then(|| on_pass as f64 / passes.max(1) as f64),
-                helper_allocations_per_pass: a
-                    .is_memo()
-                    .then(|| on_helpers as f64 / passes.max(1) as f64),
-                misses_by_reason: a.is_memo().then_some(misses),
-                plan_height,
-                profiled_allocations: profiled,
-                measured_passes_profiled: reprofiled,
-                allocations_per_pass: r0.allocations_per_pass,
-                bytes_per_pass: r0.bytes_per_pass,
-                checksum,
-                p50_vs_memo: None,
-                p99_vs_memo: None,
-                jemalloc_oversize_threshold: threshold,
-            });
+            cells.push(cell(g, a, &rs));
         }
-        let group = &mut cells[first..];
-        if let Some(c) = group.iter().find(|c| c.checksum != group[0].checksum) {
-            mismatches.push(format!(
-                "{} x{}: {} {} vs {} {}",
-                g.workload,
-                g.threads,
-                group[0].allocator,
-                group[0].checksum,
-                c.allocator,
-                c.checksum
-            ));
-        }
-        if let Some(m) = group.iter().find(|c| c.allocator == "memo").cloned() {
-            for c in group.iter_mut() {
-                c.p50_vs_memo = Some(c.p50_us / m.p50_us.max(1e-9));
-                c.p99_vs_memo = Some(c.p99_us / m.p99_us.max(1e-9));
-            }
-        }
+        compare_group(g, &mut cells[first..], &mut mismatches);
     }
     Report {
         cells,
@@ -253,6 +161,113 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average: load_average(),
         wall_s: 0.0,
+    }
+}
+
+/// Whether a jemalloc cell ran with the oversize threshold it should (1 MiB for
+/// jemalloc-tuned, jemalloc's own default for jemalloc); `None` for other allocators.
+fn tuning_as_configured(a: Allocator, threshold: Option<u64>) -> Option<bool> {
+    match a {
+        Allocator::JemallocTuned => Some(threshold == Some(1 << 20)),
+        Allocator::Jemalloc => Some(threshold.is_some() && threshold != Some(1 << 20)),
+        _ => None,
+    }
+}
+
+/// Notes a group whose allocators computed different checksums, and sets every cell's
+/// ratios to the group's memo cell.
+fn compare_group(g: &Group, group: &mut [Cell], mismatches: &mut Vec<String>) {
+    let Some(head) = group.first() else {
+        return;
+    };
+    if let Some(c) = group.iter().find(|c| c.checksum != head.checksum) {
+        mismatches.push(format!(
+            "{} x{}: {} {} vs {} {}",
+            g.workload, g.threads, head.allocator, head.checksum, c.allocator, c.checksum
+        ));
+    }
+    if let Some(m) = group.iter().find(|c| c.allocator == "memo").cloned() {
+        for c in group.iter_mut() {
+            c.p50_vs_memo = Some(c.p50_us / m.p50_us.max(1e-9));
+            c.p99_vs_memo = Some(c.p99_us / m.p99_us.max(1e-9));
+        }
+    }
+}
+
+/// memo's counters summed over the repetitions of a cell.
+#[derive(Default)]
+struct MemoTotals {
+    replay: u64,
+    hits: u64,
+    on_pass: u64,
+    on_helpers: u64,
+    misses: BTreeMap<String, u64>,
+    plan_height: Option<u64>,
+    profiled: Option<u64>,
+    reprofiled: Option<u64>,
+}
+
+impl MemoTotals {
+    fn of(rs: &[&CellResult]) -> MemoTotals {
+        let mut t = MemoTotals::default();
+        for m in rs.iter().filter_map(|r| r.memo.as_ref()) {
+            t.replay += m.replay_allocations;
+            t.hits += m.slab_hits;
+            t.on_pass += m.pass_thread_allocations;
+            t.on_helpers += m.helper_allocations;
+            for (k, v) in &m.misses_by_reason {
+                *t.misses.entry(k.clone()).or_default() += v;
+            }
+            t.plan_height = Some(m.plan_height);
+            t.profiled = Some(m.profiled_allocations);
+            t.reprofiled = Some(t.reprofiled.unwrap_or(0) + m.measured_passes_profiled);
+        }
+        t
+    }
+}
+
+/// The cell of allocator `a` in group `g` from its repetitions `rs` (ratios not set).
+fn cell(g: &Group, a: Allocator, rs: &[&CellResult]) -> Cell {
+    let h = histogram(rs.iter().flat_map(|r| r.samples_ns.iter().copied()));
+    let passes: u64 = rs.iter().map(|r| r.samples_ns.len() as u64).sum();
+    let elapsed: f64 = rs.iter().map(|r| r.elapsed_s).sum();
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+    let per_pass = |n: u64| n as f64 / passes.max(1) as f64;
+    let memo = MemoTotals::of(rs);
+    let is_memo = a.is_memo();
+    Cell {
+        workload: g.workload.clone(),
+        allocator: a.name().to_string(),
+        threads: g.threads,
+        compute: g.compute,
+        passes,
+        p50_us: us(0.5),
+        p90_us: us(0.9),
+        p99_us: us(0.99),
+        max_us: h.max() as f64 / 1e3,
+        passes_per_sec: if elapsed > 0.0 {
+            passes as f64 / elapsed
+        } else {
+            0.0
+        },
+        peak_rss_bytes: rs.iter().map(|r| r.peak_rss_bytes).max().unwrap_or(0),
+        measured_peak_rss_bytes: rs.iter().map(|r| r.measured_peak_rss_bytes).max().flatten(),
+        minflt_per_pass: per_pass(rs.iter().map(|r| r.minflt).sum()),
+        majflt: rs.iter().map(|r| r.majflt).sum(),
+        slab_share_pass_thread: is_memo.then(|| share(memo.hits, memo.replay)),
+        slab_share_all_threads: is_memo.then(|| share(memo.hits, memo.on_pass + memo.on_helpers)),
+        pass_thread_allocations_per_pass: is_memo.then(|| per_pass(memo.on_pass)),
+        helper_allocations_per_pass: is_memo.then(|| per_pass(memo.on_helpers)),
+        misses_by_reason: is_memo.then_some(memo.misses),
+        plan_height: memo.plan_height,
+        profiled_allocations: memo.profiled,
+        measured_passes_profiled: memo.reprofiled,
+        allocations_per_pass: rs[0].allocations_per_pass,
+        bytes_per_pass: rs[0].bytes_per_pass,
+        checksum: rs[0].checksum.clone(),
+        p50_vs_memo: None,
+        p99_vs_memo: None,
+        jemalloc_oversize_threshold: rs[0].jemalloc_oversize_threshold,
     }
 }
 
@@ -274,3 +289,6 @@ pub fn load_average() -> Option<f64> {
         .parse()
         .ok()
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,7 @@ use clap::Args;
 use super::bench::{self, Setup};
 use super::report;
 use super::server::{self, ServeOptions};
-use crate::alloc;
+use crate::alloc::{self, Allocator};
 use crate::report::Format;
 
 /// `memo-bench service`: the inference service under memo and jemalloc.
@@ -19,8 +19,8 @@ pub struct ServiceArgs {
     #[arg(long)]
     pub quick: bool,
     /// Allocators of the server, comma-separated (default memo,jemalloc).
-    #[arg(long, value_delimiter = ',')]
-    pub allocators: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub allocators: Vec<Allocator>,
     /// Concurrent client counts, comma-separated (default 1,4,16).
     #[arg(long, value_delimiter = ',')]
     pub clients: Vec<usize>,
@@ -46,7 +46,7 @@ pub struct ServiceArgs {
     #[arg(long, default_value_t = 0.0)]
     pub compute: f64,
     /// Output format on stdout.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Report directory (service.json, service.txt, service.svg).
     #[arg(long, default_value = "target/memo-report")]
@@ -89,7 +89,7 @@ pub fn run(a: &ServiceArgs) -> i32 {
         allocators: if a.allocators.is_empty() {
             vec!["memo".into(), "jemalloc".into()]
         } else {
-            a.allocators.clone()
+            a.allocators.iter().map(|a| a.name().to_string()).collect()
         },
         clients: pick(&a.clients, &[4], &[1, 4, 16]),
         workers: a.workers,
@@ -99,7 +99,7 @@ pub fn run(a: &ServiceArgs) -> i32 {
         duration_s: a.duration.unwrap_or(if a.quick { 2.0 } else { 10.0 }),
         reps: a.reps.unwrap_or(if a.quick { 1 } else { 3 }),
     };
-    let table = a.format == Format::Table;
+    let table = a.format == Format::Text;
     let r = match bench::run(&setup, |what| {
         if table {
             eprintln!("memo-bench service: {what}");
@@ -114,7 +114,7 @@ pub fn run(a: &ServiceArgs) -> i32 {
     let json = serde_json::to_string_pretty(&r).expect("serialisable");
     match a.format {
         Format::Json => println!("{json}"),
-        Format::Table => print!("{}", report::table(&r)),
+        Format::Text => print!("{}", report::table(&r)),
     }
     if !a.no_report {
         let dir = &a.report_dir;

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::bench::{ServiceCell, ServiceReport};
-use crate::report::svg::{self, color};
+use crate::report::plot::{self, LinePlot, Series};
 
 /// The aligned table, then one line per client count comparing memo with jemalloc.
 pub fn table(r: &ServiceReport) -> String {
@@ -72,75 +72,39 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// Request latency (p50 solid, p99 dashed, milliseconds) against concurrent clients, one
-/// colour per allocator.
+/// colour per allocator, as SVG.
 pub fn plot(r: &ServiceReport) -> String {
-    let (w, h) = (640.0, 400.0);
-    let (ml, mr, mt, mb) = (60.0, 150.0, 40.0, 50.0);
     let mut clients: Vec<usize> = r.cells.iter().map(|c| c.clients).collect();
     clients.sort_unstable();
     clients.dedup();
-    let ymax = r
-        .cells
-        .iter()
-        .map(|c| c.p99_us as f64 / 1e3)
-        .fold(1.0, f64::max)
-        * 1.1;
-    let x = |n: usize| {
-        let i = clients.iter().position(|&v| v == n).unwrap_or(0) as f64;
-        ml + (w - ml - mr) * i / (clients.len().max(2) - 1) as f64
-    };
-    let y = |v: f64| mt + (h - mt - mb) * (1.0 - v / ymax);
-    let mut s = String::new();
-    svg::open(
-        &mut s,
-        (w, h),
-        "service: request latency, ms (p50 solid, p99 dashed)",
-    );
-    for i in 0..=5 {
-        let v = ymax * i as f64 / 5.0;
-        svg::grid_line(&mut s, (ml, w - mr), y(v), &format!("{v:.1}"));
-    }
-    for &n in &clients {
-        let _ = write!(
-            s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{n}</text>"#,
-            x(n),
-            h - mb + 18.0
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="{:.1}" y="{}" text-anchor="middle">concurrent clients</text>"#,
-        ml + (w - ml - mr) / 2.0,
-        h - 10.0
-    );
-    let mut names: Vec<&str> = Vec::new();
+    let x = |n: usize| clients.iter().position(|&v| v == n).unwrap_or(0);
+    let ms = |us: u64| us as f64 / 1e3;
+    let mut series: Vec<Series> = Vec::new();
     for c in &r.cells {
-        if !names.contains(&c.allocator.as_str()) {
-            names.push(&c.allocator);
+        if series.iter().any(|s| s.name == c.allocator) {
+            continue;
         }
+        let mut cells: Vec<&ServiceCell> = r
+            .cells
+            .iter()
+            .filter(|o| o.allocator == c.allocator)
+            .collect();
+        cells.sort_by_key(|c| c.clients);
+        series.push(Series {
+            name: c.allocator.clone(),
+            p50: cells.iter().map(|c| (x(c.clients), ms(c.p50_us))).collect(),
+            p99: cells.iter().map(|c| (x(c.clients), ms(c.p99_us))).collect(),
+        });
     }
-    for (li, name) in names.iter().enumerate() {
-        let col = color(name);
-        let mut series: Vec<&ServiceCell> =
-            r.cells.iter().filter(|c| c.allocator == *name).collect();
-        series.sort_by_key(|c| c.clients);
-        for (dash, us) in [
-            ("", (|c: &ServiceCell| c.p50_us) as fn(&ServiceCell) -> u64),
-            ("6,4", |c: &ServiceCell| c.p99_us),
-        ] {
-            let pts: Vec<String> = series
-                .iter()
-                .map(|c| format!("{:.1},{:.1}", x(c.clients), y(us(c) as f64 / 1e3)))
-                .collect();
-            let _ = write!(
-                s,
-                r#"<polyline fill="none" stroke="{col}" stroke-width="2" stroke-dasharray="{dash}" points="{}"/>"#,
-                pts.join(" ")
-            );
-        }
-        svg::legend_entry(&mut s, (w - mr + 10.0, mt + 18.0 * li as f64), col, name);
-    }
-    s.push_str("</svg>\n");
-    s
+    plot::render(&LinePlot {
+        title: "service: request latency, ms (p50 solid, p99 dashed)".into(),
+        x_labels: clients.iter().map(usize::to_string).collect(),
+        x_desc: "concurrent clients".into(),
+        y_desc: "ms".into(),
+        y_max: r.cells.iter().map(|c| ms(c.p99_us)).fold(1.0, f64::max) * 1.1,
+        y_decimals: 1,
+        reference: None,
+        markers: false,
+        series,
+    })
 }

@@ -1,0 +1,124 @@
+//! Aggregation of children's results: percentiles over repetitions, memo's shares and
+//! ratios, checksum disagreements, the jemalloc-tuned check.
+
+use super::*;
+use crate::harness::{CellSpec, MemoCounters};
+
+fn group() -> Group {
+    Group {
+        workload: "resnet50:b1:s32".into(),
+        threads: 2,
+        compute: 1.0,
+        warmup: 2,
+        passes: 3,
+    }
+}
+
+/// One repetition of `allocator`: passes of `ms` milliseconds.
+fn run(allocator: Allocator, ms: &[u64], checksum: &str) -> Run {
+    let memo = allocator.is_memo().then(|| MemoCounters {
+        replay_allocations: 100,
+        slab_hits: 90,
+        pass_thread_allocations: 100,
+        helper_allocations: 50,
+        misses_by_reason: BTreeMap::from([("too_large".to_string(), 10)]),
+        measured_passes_profiled: 1,
+        plan_height: 4096,
+        profiled_allocations: 100,
+        ..MemoCounters::default()
+    });
+    let threshold = match allocator {
+        Allocator::Jemalloc => Some(8 << 20),
+        Allocator::JemallocTuned => Some(1 << 20),
+        _ => None,
+    };
+    Run {
+        group: 0,
+        result: CellResult {
+            spec: CellSpec {
+                workload: group().workload,
+                allocator: allocator.name().into(),
+                threads: 2,
+                warmup: 2,
+                passes: 3,
+                compute: 1.0,
+            },
+            samples_ns: ms.iter().map(|m| m * 1_000_000).collect(),
+            elapsed_s: 1.0,
+            checksum: checksum.into(),
+            checksum_consistent: true,
+            peak_rss_bytes: 10 << 20,
+            measured_peak_rss_bytes: Some(8 << 20),
+            minflt: 30,
+            majflt: 0,
+            allocations_per_pass: 100,
+            bytes_per_pass: 1 << 20,
+            memo,
+            jemalloc_oversize_threshold: threshold,
+        },
+    }
+}
+
+#[test]
+fn cells_pool_their_repetitions_and_compare_with_memo() {
+    let allocators = [
+        Allocator::Memo,
+        Allocator::Jemalloc,
+        Allocator::JemallocTuned,
+    ];
+    let runs = vec![
+        run(Allocator::Memo, &[10, 10, 10], "a"),
+        run(Allocator::Memo, &[10, 10, 10], "a"),
+        run(Allocator::Jemalloc, &[20, 20, 20], "a"),
+        run(Allocator::Jemalloc, &[20, 20, 20], "a"),
+        run(Allocator::JemallocTuned, &[30, 30, 30], "a"),
+    ];
+    let r = aggregate(&[group()], &allocators, &runs);
+    assert!(r.checksums_agree, "{:?}", r.checksum_mismatches);
+    assert_eq!(r.jemalloc_tuned_verified, Some(true));
+    let names: Vec<&str> = r.cells.iter().map(|c| c.allocator.as_str()).collect();
+    assert_eq!(names, ["memo", "jemalloc", "jemalloc-tuned"]);
+    let (memo, jemalloc) = (&r.cells[0], &r.cells[1]);
+    assert_eq!(memo.passes, 6);
+    assert!((memo.p50_us - 10_000.0).abs() < 10.0, "{}", memo.p50_us);
+    assert_eq!(memo.passes_per_sec, 3.0);
+    assert_eq!(memo.minflt_per_pass, 10.0);
+    assert_eq!(memo.slab_share_pass_thread, Some(0.9));
+    assert_eq!(memo.slab_share_all_threads, Some(0.6));
+    assert_eq!(memo.helper_allocations_per_pass, Some(100.0 / 6.0));
+    assert_eq!(memo.misses_by_reason.as_ref().unwrap()["too_large"], 20);
+    assert_eq!(memo.measured_passes_profiled, Some(2));
+    assert_eq!(memo.measured_peak_rss_bytes, Some(8 << 20));
+    assert_eq!(memo.p50_vs_memo, Some(1.0));
+    let ratio = jemalloc.p50_vs_memo.unwrap();
+    assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+    assert_eq!(jemalloc.slab_share_pass_thread, None);
+    assert_eq!(jemalloc.misses_by_reason, None);
+}
+
+#[test]
+fn disagreeing_checksums_and_a_missing_tuning_are_reported() {
+    let allocators = [Allocator::Memo, Allocator::Glibc, Allocator::JemallocTuned];
+    let mut untuned = run(Allocator::JemallocTuned, &[30], "a");
+    untuned.result.jemalloc_oversize_threshold = Some(8 << 20);
+    let runs = vec![
+        run(Allocator::Memo, &[10], "a"),
+        run(Allocator::Memo, &[10], "b"),
+        run(Allocator::Glibc, &[10], "a"),
+        untuned,
+    ];
+    let r = aggregate(&[group()], &allocators, &runs);
+    assert!(!r.checksums_agree);
+    assert_eq!(
+        r.checksum_mismatches.len(),
+        1,
+        "{:?}",
+        r.checksum_mismatches
+    );
+    assert!(r.checksum_mismatches[0].contains("memo (repetitions)"));
+    assert_eq!(r.jemalloc_tuned_verified, Some(false));
+    // An allocator with no run has no cell.
+    let r = aggregate(&[group()], &[Allocator::Mimalloc], &runs);
+    assert!(r.cells.is_empty() && r.checksums_agree);
+    assert_eq!(r.jemalloc_tuned_verified, None);
+}
