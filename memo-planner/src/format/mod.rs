@@ -123,9 +123,9 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    use crate::fixtures::{shared_data, SHARED_DATA};
+    use crate::fixtures::DATA;
 
-    /// Buffers per file (lines minus the header), from `shared/data/README.md` and `wc -l`.
+    /// Buffers per file (lines minus the header), from `data/README.md` and `wc -l`.
     const ROWS: &[(&str, usize)] = &[
         ("minimalloc/examples/input.12.csv", 5),
         ("minimalloc/challenging/A.1048576.csv", 154),
@@ -161,11 +161,8 @@ mod tests {
     }
 
     #[test]
-    fn reads_every_shared_csv() {
-        let Some(dir) = shared_data("reads_every_shared_csv") else {
-            return;
-        };
-        let data = dir.as_path();
+    fn reads_every_data_csv() {
+        let data = Path::new(DATA);
         let mut files = Vec::new();
         csv_files(data, &mut files);
         files.sort();
@@ -214,7 +211,7 @@ mod tests {
     #[test]
     #[ignore = "timing; run in release"]
     fn y1_timing() {
-        let path = Path::new(SHARED_DATA).join("idealloc/iopddl/Y_1.csv");
+        let path = Path::new(DATA).join("idealloc/iopddl/Y_1.csv");
         let bytes = std::fs::read(&path).unwrap();
         let mut best = std::time::Duration::MAX;
         for _ in 0..10 {
