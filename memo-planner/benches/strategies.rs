@@ -46,9 +46,7 @@ use memo_planner::{
 /// The iopddl `Y_1` trace (minimalloc CSV: `id,lower,upper,size`, half-open lifetimes).
 fn y_1() -> Problem {
     let path = format!("{DATA}/idealloc/iopddl/Y_1.csv");
-    read_problem_file(&path)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .0
+    read_problem_file(&path).unwrap_or_else(|e| panic!("{e}")).0
 }
 
 /// A group for `problem`: throughput in buffers; few flat samples for large inputs.

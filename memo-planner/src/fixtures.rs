@@ -6,6 +6,7 @@
 //! files themselves (minimalloc's and idealloc's) are in [`DATA`].
 
 use crate::problem::{Buffer, Problem};
+use crate::rng::Rng;
 
 /// The crate's `data` directory: minimalloc's and idealloc's problem files and the test
 /// vectors (its `README.md` names each file's origin and licence).
@@ -119,32 +120,6 @@ pub fn xla_cases() -> Vec<(&'static str, Problem, Vec<u64>, u64)> {
             140,
         ),
     ]
-}
-
-/// A deterministic xorshift generator, so fixtures need no extra dependency.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed (any value).
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `[0, n)` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
 }
 
 /// A DNN-shaped trace of `n` buffers: a chain of ops, each producing an activation that

@@ -31,6 +31,10 @@
 //! ```
 
 pub mod bounds;
+/// Test support (known cases, generated problems, the data directory): for this crate's
+/// tests, benchmarks and examples, behind the `fixtures` feature; not part of the API.
+#[cfg(any(test, feature = "fixtures"))]
+#[doc(hidden)]
 pub mod fixtures;
 pub mod format;
 pub mod heapmap;
@@ -38,6 +42,7 @@ mod max_add_tree;
 pub mod offsets;
 pub mod plan;
 pub mod problem;
+mod rng;
 pub mod shared;
 pub mod text;
 pub mod time_index;

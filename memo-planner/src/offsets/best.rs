@@ -65,13 +65,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bounds::offsets_lower_bound;
-use crate::fixtures::Rng;
 use crate::offsets::exact;
 use crate::offsets::placer::GapFinder;
 use crate::offsets::OffsetStrategy;
 use crate::offsets::{greedy_by_breadth, greedy_by_size, greedy_in_order, strip_packing};
 use crate::plan::OffsetPlan;
 use crate::problem::Problem;
+use crate::rng::Rng;
 use crate::timeline::Timeline;
 
 /// Unsuccessful rounds of the improvement phase before it restarts from the best order.

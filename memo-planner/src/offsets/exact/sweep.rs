@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn sections_are_the_cliques_and_conflicts_are_exact() {
-        let mut rng = crate::fixtures::Rng::new(5);
+        let mut rng = crate::rng::Rng::new(5);
         for _ in 0..50 {
             let n = 1 + rng.below(40) as usize;
             let p = Problem::new(
