@@ -37,6 +37,7 @@ pub mod bounds;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod format;
+#[cfg(feature = "heapmap")]
 pub mod heapmap;
 mod max_add_tree;
 pub mod offsets;
@@ -51,6 +52,7 @@ pub mod validate;
 
 pub use bounds::{offsets_lower_bound, positional_maximums, shared_objects_lower_bound};
 pub use format::{read_problem_file, FormatError};
+#[cfg(feature = "heapmap")]
 pub use heapmap::{render_svg, HeapmapOptions};
 pub use offsets::{OffsetStrategy, UnknownStrategy};
 pub use plan::{OffsetPlan, SharedObjectsPlan};
