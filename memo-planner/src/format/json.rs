@@ -36,8 +36,7 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, 
 use serde::de::{Deserializer, Visitor};
 use serde::Serialize;
 
-use super::csv::problem_error;
-use super::error::{FormatError, FormatErrorKind};
+use super::error::{problem_error, FormatError, FormatErrorKind};
 use crate::plan::OffsetPlan;
 use crate::problem::{Buffer, Problem};
 
