@@ -9,7 +9,7 @@
 //!   `validate_offsets` and `validate_shared` on the 100k trace (validating the
 //!   greedy-by-size plans of both families);
 //! - `best-100k`: `best` alone on `dnn_trace(100_000, seed)` for seeds 1, 2 and 3 (the
-//!   allocator plans passes of this size; issue 10 asks for a plan within 2 s);
+//!   allocator plans passes of this size, and should have a plan within about 2 s);
 //! - `Y_1`: the iopddl `Y_1.csv` trace (62185 buffers, `data/idealloc/iopddl/`): naive and
 //!   greedy-by-size of both families, the two lower bounds and the two validators. Only the reference
 //!   strategies, because on this trace greedy-by-size takes seconds per plan and criterion

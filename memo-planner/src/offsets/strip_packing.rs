@@ -250,7 +250,7 @@ struct ContainedIndex {
 
 /// One level of the range tree: 8 bytes per buffer (the entry and its half of a min
 /// tree; the leaves are read through `live`), half of what an end, a position and a
-/// full min tree took.
+/// full min tree per entry would take.
 #[derive(Debug)]
 struct Level {
     /// `node_start[k]..node_start[k + 1]`: the positions of node `k`'s entries.
