@@ -15,6 +15,10 @@
 //! code with the strategies, and compared against [`offsets_lower_bound`] and
 //! [`shared_objects_lower_bound`].
 //!
+//! Problems and plans are read and written as CSV (the minimalloc convention) and JSON
+//! ([`format`]). With the `heapmap` feature (off by default), `heapmap::render_svg` draws a
+//! plan as an SVG heap map.
+//!
 //! ```
 //! use memo_planner::*;
 //! let problem = Problem::new(vec![
