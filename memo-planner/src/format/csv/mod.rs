@@ -145,10 +145,10 @@ pub fn parse_problem_csv_bytes(
 ) -> Result<(Problem, Option<OffsetPlan>), FormatError> {
     let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
     let ctx = Ctx { name, input };
-    let mut scanner = Records::new(input);
+    let mut records = Records::new(input);
     let mut fields: Vec<Span> = Vec::with_capacity(8);
     let mut scratch: Vec<u8> = Vec::new();
-    let header = read_header(&ctx, &mut scanner, &mut fields, &mut scratch)?;
+    let header = read_header(&ctx, &mut records, &mut fields, &mut scratch)?;
     let has_offsets = header.column_of_slot[5].is_some();
 
     let rows_hint = input.iter().filter(|&&b| b == b'\n').count();
@@ -158,7 +158,7 @@ pub fn parse_problem_csv_bytes(
     let mut seen: HashMap<Cow<'_, str>, usize> = HashMap::with_capacity(rows_hint);
     let mut total: u64 = 0;
     loop {
-        let line = match scanner.next_record(&mut fields, &mut scratch) {
+        let line = match records.next_record(&mut fields, &mut scratch) {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
@@ -265,11 +265,11 @@ impl Header {
 /// Reads the header: no repeated roles, every required column present.
 fn read_header(
     ctx: &Ctx,
-    scanner: &mut Records,
+    records: &mut Records,
     fields: &mut Vec<Span>,
     scratch: &mut Vec<u8>,
 ) -> Result<Header, FormatError> {
-    let line = match scanner.next_record(fields, scratch) {
+    let line = match records.next_record(fields, scratch) {
         Ok(Some(line)) => line,
         Ok(None) => {
             return Err(ctx.err(
