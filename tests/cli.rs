@@ -122,11 +122,11 @@ fn compare_json_lists_every_strategy() {
 
 #[test]
 fn compare_text_on_resnet50() {
-    let Some(data) = memo_planner::fixtures::shared_data("compare_text_on_resnet50") else {
-        return;
-    };
-    let f = data.join("idealloc/somas_tensors/resnet50.csv");
-    let out = stdout(&memo(&["compare", f.to_str().unwrap()]));
+    let f = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/memo-planner/data/idealloc/somas_tensors/resnet50.csv"
+    );
+    let out = stdout(&memo(&["compare", f]));
     assert!(out.contains("1,042 buffers"), "{out}");
     assert!(
         out.contains("offsets 1,515,472,556 B (1,445.27 MiB)"),

@@ -9,10 +9,9 @@
 //!   `validate_offsets` and `validate_shared` on the 100k trace (validating the
 //!   greedy-by-size plans of both families);
 //! - `best-100k`: `best` alone on `dnn_trace(100_000, seed)` for seeds 1, 2 and 3 (the
-//!   allocator plans passes of this size; issue 10 asks for a plan within 2 s);
-//! - `Y_1`: the iopddl `Y_1.csv` trace (62185 buffers) from the shared data directory, read
-//!   by a tiny local CSV loop (skipped when the file is missing): naive and greedy-by-size of
-//!   both families, the two lower bounds and the two validators. Only the reference
+//!   allocator plans passes of this size, and should have a plan within about 2 s);
+//! - `Y_1`: the iopddl `Y_1.csv` trace (62185 buffers, `data/idealloc/iopddl/`): naive and
+//!   greedy-by-size of both families, the two lower bounds and the two validators. Only the reference
 //!   strategies, because on this trace greedy-by-size takes seconds per plan and criterion
 //!   needs at least 11 plans per benchmark (extend the lists in `iopddl_y1` to time more).
 //!
@@ -38,31 +37,16 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
-use memo_planner::fixtures::dnn_trace;
+use memo_planner::fixtures::{dnn_trace, DATA};
 use memo_planner::{
-    offsets_lower_bound, shared_objects_lower_bound, validate_offsets, validate_shared, Buffer,
-    OffsetStrategy, Problem, SharedObjectStrategy,
+    offsets_lower_bound, read_problem_file, shared_objects_lower_bound, validate_offsets,
+    validate_shared, OffsetStrategy, Problem, SharedObjectStrategy,
 };
 
 /// The iopddl `Y_1` trace (minimalloc CSV: `id,lower,upper,size`, half-open lifetimes).
-const Y_1: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/data/idealloc/iopddl/Y_1.csv"
-);
-
-/// Reads a minimalloc CSV; `None` when the file is missing or malformed. (The crate's real
-/// reader lives elsewhere; this loop only feeds the benchmark.)
-fn load_csv(path: &str) -> Option<Problem> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut buffers = Vec::new();
-    for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
-        let mut fields = line.split(',').map(str::trim);
-        let mut next = || fields.next();
-        let id = next()?;
-        let (lower, upper, size) = (next()?.parse().ok()?, next()?.parse().ok()?, next()?);
-        buffers.push(Buffer::new(id, lower, upper, size.parse().ok()?));
-    }
-    Problem::new(buffers).ok()
+fn y_1() -> Problem {
+    let path = format!("{DATA}/idealloc/iopddl/Y_1.csv");
+    read_problem_file(&path).unwrap_or_else(|e| panic!("{e}")).0
 }
 
 /// A group for `problem`: throughput in buffers; few flat samples for large inputs.
@@ -140,10 +124,7 @@ fn best_100k(c: &mut Criterion) {
 }
 
 fn iopddl_y1(c: &mut Criterion) {
-    let Some(problem) = load_csv(Y_1) else {
-        eprintln!("skipping Y_1: cannot read {Y_1}");
-        return;
-    };
+    let problem = y_1();
     let mut g = group(c, "Y_1", &problem);
     for s in [OffsetStrategy::Naive, OffsetStrategy::GreedyBySize] {
         g.bench_with_input(BenchmarkId::new("offsets", s), &problem, |b, p| {

@@ -6,10 +6,10 @@ use memo_planner::{
     offsets_lower_bound, shared_objects_lower_bound, OffsetStrategy, SharedObjectStrategy,
 };
 
-mod common;
+mod problems;
 
 fn main() {
-    let (arg, problem) = common::problem_from_args();
+    let (arg, problem) = problems::problem_from_args();
     let lb = offsets_lower_bound(&problem);
     println!("{arg}: {} buffers, offsets lower bound {lb}", problem.len());
     for s in OffsetStrategy::ALL {

@@ -9,6 +9,7 @@ use memo_planner::{offsets_lower_bound, OffsetPlan, Problem};
 use memo_planner::{validate_offsets, OffsetStrategy};
 
 mod common;
+mod problems;
 use common::status_kib;
 
 fn measure(name: &str, problem: &Problem, lb: u64, f: impl FnOnce() -> OffsetPlan) {
@@ -28,7 +29,7 @@ fn measure(name: &str, problem: &Problem, lb: u64, f: impl FnOnce() -> OffsetPla
 }
 
 fn main() {
-    let (arg, problem) = common::problem_from_args();
+    let (arg, problem) = problems::problem_from_args();
     let lb = offsets_lower_bound(&problem);
     println!(
         "{arg}: {} buffers, lower bound {lb}; RSS {:.1} MiB",

@@ -1,48 +1,16 @@
 //! Problems with known answers, and random problems, for tests and benchmarks.
 //!
-//! The hand-checked cases come from `shared/data/tflite-cases.md` (TFLite's planner tests,
-//! inclusive op intervals converted to half-open) and `shared/data/other-test-vectors.md`
-//! (minimalloc, XLA). [`dnn_trace`] generates DNN-shaped traces of any size. Tests that read
-//! the shared data files themselves find them with [`shared_data`].
-
-use std::path::{Path, PathBuf};
+//! The hand-checked cases come from `data/tflite-cases.md` (TFLite's planner tests,
+//! inclusive op intervals converted to half-open) and `data/other-test-vectors.md`
+//! (minimalloc, XLA). [`dnn_trace`] generates DNN-shaped traces of any size. The problem
+//! files themselves (minimalloc's and idealloc's) are in [`DATA`].
 
 use crate::problem::{Buffer, Problem};
+use crate::rng::Rng;
 
-/// Where the shared data (minimalloc's and idealloc's problems, the test vectors) sits: the
-/// `shared/data` directory beside this workspace.
-pub const SHARED_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data");
-
-/// The variable that lets the tests needing [`SHARED_DATA`] pass without it when set to
-/// `1` (a build from a crates.io package, say). CI never sets it.
-pub const ALLOW_MISSING_DATA: &str = "MEMO_ALLOW_MISSING_DATA";
-
-/// The shared data directory, for the test named `test`. When the directory is missing the
-/// test fails here, so that a run without the data cannot pass as if it had read it,
-/// unless [`ALLOW_MISSING_DATA`]`=1`: then it says on stderr that `test` is skipped and
-/// returns `None`.
-pub fn shared_data(test: &str) -> Option<PathBuf> {
-    let allow_missing = std::env::var_os(ALLOW_MISSING_DATA).is_some_and(|v| v == "1");
-    data_dir(Path::new(SHARED_DATA), test, allow_missing)
-}
-
-/// `dir` if it is a directory; else a panic naming `test`, or `None` when `allow_missing`.
-fn data_dir(dir: &Path, test: &str, allow_missing: bool) -> Option<PathBuf> {
-    if dir.is_dir() {
-        return Some(dir.to_path_buf());
-    }
-    assert!(
-        allow_missing,
-        "{test} needs the shared data directory {}, which is missing \
-         ({ALLOW_MISSING_DATA}=1 skips such tests)",
-        dir.display()
-    );
-    eprintln!(
-        "skipped {test}: {} is missing and {ALLOW_MISSING_DATA}=1",
-        dir.display()
-    );
-    None
-}
+/// The crate's `data` directory: minimalloc's and idealloc's problem files and the test
+/// vectors (its `README.md` names each file's origin and licence).
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
 
 /// Builds a problem from TFLite usage records `(size, first_task, last_task)`, whose ends
 /// are inclusive; ids are the record indices.
@@ -152,32 +120,6 @@ pub fn xla_cases() -> Vec<(&'static str, Problem, Vec<u64>, u64)> {
             140,
         ),
     ]
-}
-
-/// A deterministic xorshift generator, so fixtures need no extra dependency.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed (any value).
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `[0, n)` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
 }
 
 /// A DNN-shaped trace of `n` buffers: a chain of ops, each producing an activation that
@@ -301,24 +243,6 @@ mod tests {
             assert!(t.breadths(&p).iter().all(|&b| b == 1000), "seed {seed}");
             assert_eq!(p, exact_plane(60, 1000, seed));
         }
-    }
-
-    #[test]
-    fn shared_data_is_found_or_fails_unless_allowed_missing() {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        assert_eq!(data_dir(here, "t", false), Some(here.to_path_buf()));
-        let missing = here.join("no-such-data");
-        assert_eq!(data_dir(&missing, "t", true), None);
-        let failed = std::panic::catch_unwind(|| data_dir(&missing, "the_test", false));
-        let message = failed.expect_err("a missing directory fails the test");
-        let message = message
-            .downcast_ref::<String>()
-            .expect("a formatted message");
-        assert!(
-            message.contains("the_test needs the shared data directory"),
-            "{message}"
-        );
-        assert!(message.contains("MEMO_ALLOW_MISSING_DATA=1"), "{message}");
     }
 
     #[test]

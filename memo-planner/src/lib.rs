@@ -15,6 +15,10 @@
 //! code with the strategies, and compared against [`offsets_lower_bound`] and
 //! [`shared_objects_lower_bound`].
 //!
+//! Problems and plans are read and written as CSV (the minimalloc convention) and JSON
+//! ([`format`]). With the `heapmap` feature (off by default), `heapmap::render_svg` draws a
+//! plan as an SVG heap map.
+//!
 //! ```
 //! use memo_planner::*;
 //! let problem = Problem::new(vec![
@@ -31,13 +35,19 @@
 //! ```
 
 pub mod bounds;
+/// Test support (known cases, generated problems, the data directory): for this crate's
+/// tests, benchmarks and examples, behind the `fixtures` feature; not part of the API.
+#[cfg(any(test, feature = "fixtures"))]
+#[doc(hidden)]
 pub mod fixtures;
 pub mod format;
+#[cfg(feature = "heapmap")]
 pub mod heapmap;
 mod max_add_tree;
 pub mod offsets;
 pub mod plan;
 pub mod problem;
+mod rng;
 pub mod shared;
 pub mod text;
 pub mod time_index;
@@ -46,6 +56,7 @@ pub mod validate;
 
 pub use bounds::{offsets_lower_bound, positional_maximums, shared_objects_lower_bound};
 pub use format::{read_problem_file, FormatError};
+#[cfg(feature = "heapmap")]
 pub use heapmap::{render_svg, HeapmapOptions};
 pub use offsets::{OffsetStrategy, UnknownStrategy};
 pub use plan::{OffsetPlan, SharedObjectsPlan};

@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn range_maximum_matches_a_plain_array() {
-        let mut rng = crate::fixtures::Rng::new(3);
+        let mut rng = crate::rng::Rng::new(3);
         let n = 37;
         let mut tree = MaxAddTree::new(n);
         let mut plain = vec![0i128; n];

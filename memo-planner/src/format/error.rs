@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::problem::ProblemError;
+
 /// What kind of problem a [`FormatError`] reports; useful to match on without parsing the
 /// message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -136,4 +138,36 @@ pub(crate) fn quote(raw: &[u8]) -> String {
         let cut: String = text.chars().take(MAX).collect();
         format!("{cut:?}...")
     }
+}
+
+/// Maps a [`ProblemError`] to the line of the offending buffer; `fields` names the id,
+/// upper, size and alignment fields.
+pub(crate) fn problem_error(
+    name: &str,
+    e: &ProblemError,
+    line_of: impl Fn(usize) -> Option<usize>,
+    fields: &[String; 4],
+) -> FormatError {
+    let (index, field, kind) = match e {
+        ProblemError::EmptyLifetime { index, .. } => {
+            (Some(*index), &fields[1], FormatErrorKind::EmptyLifetime)
+        }
+        ProblemError::ZeroSize { index, .. } => {
+            (Some(*index), &fields[2], FormatErrorKind::ZeroSize)
+        }
+        ProblemError::BadAlignment { index, .. } => {
+            (Some(*index), &fields[3], FormatErrorKind::BadAlignment)
+        }
+        ProblemError::DuplicateId { index, .. } => {
+            (Some(*index), &fields[0], FormatErrorKind::DuplicateId)
+        }
+        ProblemError::TooLarge => (None, &fields[2], FormatErrorKind::TooLarge),
+    };
+    FormatError::new(
+        name,
+        index.and_then(&line_of),
+        Some(field),
+        kind,
+        e.to_string(),
+    )
 }

@@ -8,6 +8,8 @@ use crate::plan::OffsetPlan;
 use crate::problem::Problem;
 
 pub mod best;
+#[cfg(test)]
+mod cases;
 pub mod exact;
 pub mod greedy_by_breadth;
 pub mod greedy_by_size;

@@ -250,7 +250,7 @@ struct ContainedIndex {
 
 /// One level of the range tree: 8 bytes per buffer (the entry and its half of a min
 /// tree; the leaves are read through `live`), half of what an end, a position and a
-/// full min tree took.
+/// full min tree per entry would take.
 #[derive(Debug)]
 struct Level {
     /// `node_start[k]..node_start[k + 1]`: the positions of node `k`'s entries.
@@ -465,71 +465,6 @@ mod tests {
             }
         }
         OffsetPlan { offsets }
-    }
-
-    #[test]
-    fn empty_problem() {
-        let p = Problem::default();
-        assert_eq!(validate_offsets(&p, &plan(&p)), Ok(0));
-    }
-
-    #[test]
-    fn tflite_chain_by_hand() {
-        // Half-open: b0 [0,2) 16, b1 [1,3) 8, b2 [2,4) 64, b3 [3,5) 32, b4 [4,6) 8; slots
-        // are the times 0..6. All lifetimes are 2, so the fit order is by size:
-        // b2, b3, b0, b1, b4.
-        // [0,6)@0: b2 -> 0; sky [0,2)@0 [2,4)@64 [4,6)@0.
-        // [0,2)@0: b0 -> 0; sky [0,2)@16.   [4,6)@0: b4 -> 0; sky [4,6)@8.
-        // [4,6)@8: nothing fits (b3 starts at 3) -> raised to 64, merged: [2,6)@64.
-        // [0,2)@16: nothing fits (b1 ends at 3) -> raised to 64: [0,6)@64.
-        // [0,6)@64: b3 -> 64; sky [0,3)@64 [3,5)@96 [5,6)@64.
-        // [0,3)@64: b1 -> 64. Height 96 = the lower bound.
-        let p = tflite_chain();
-        let got = plan(&p);
-        assert_eq!(got.offsets, vec![0, 64, 0, 64, 0]);
-        assert_eq!(validate_offsets(&p, &got), Ok(96));
-    }
-
-    #[test]
-    fn tflite_complex_by_hand() {
-        // Half-open: b0 [0,2) 32, b1 [1,5) 32, b2 [2,6) 8, b3 [3,6) 16, b4 [4,6) 8,
-        // b5 [5,8) 64, b6 [6,9) 8, b7 [7,9) 8, b8 [8,10) 16; slots = times 0..10.
-        // Fit order (lifetime, then size): b1 (4), b2 (4), b5 (3), b3 (3), b6 (3), b0,
-        // b8 (2, size 32 then 16), b4, b7 (2, size 8: input order).
-        // [0,10)@0: b1 -> 0; sky [0,1)@0 [1,5)@32 [5,10)@0.
-        // [0,1)@0: nothing fits (b0 is [0,2)) -> raised to 32: [0,5)@32.
-        // [5,10)@0: b5 [5,8) -> 0; sky [5,8)@64 [8,10)@0.
-        // [8,10)@0: b8 -> 0; sky [8,10)@16.
-        // [8,10)@16: nothing -> raised to 64: [5,10)@64.
-        // [0,5)@32: b0 [0,2) -> 32 (best: b0 is the only one inside [0,5) with lifetime
-        //   2 and size 32); sky [0,2)@64 [2,5)@32.
-        // [2,5)@32: nothing inside (b2, b3, b4 end at 6) -> raised to 64: [0,10)@64.
-        // [0,10)@64: b2 (lifetime 4) -> 64; sky [0,2)@64 [2,6)@72 [6,10)@64.
-        // [0,2)@64: nothing -> 72: [0,6)@72. [6,10)@64: b6 -> 64; sky [6,9)@72
-        //   merges with [0,6)@72: [0,9)@72 [9,10)@64.
-        // [9,10)@64: nothing -> 72: [0,10)@72. b3 -> 72; sky [3,6)@88.
-        // [0,3)@72: nothing -> 88. [6,10)@72: b7 [7,9) -> 72 (only one inside):
-        //   sky [6,7)@72 [7,9)@80 [9,10)@72.
-        // [6,7)@72: nothing -> 80 (left 88, right 80): [6,9)@80.
-        // [9,10)@72: nothing -> 80: [6,10)@80. Then -> 88: [0,10)@88. b4 -> 88.
-        // Height 96 = the lower bound.
-        let p = tflite_complex();
-        let got = plan(&p);
-        assert_eq!(got.offsets, vec![32, 0, 64, 72, 88, 0, 64, 72, 0]);
-        assert_eq!(validate_offsets(&p, &got), Ok(96));
-    }
-
-    #[test]
-    fn minimalloc_example_by_hand() {
-        // b1 [0,3), b2 [3,9), b3 [0,9), b4 [9,21), b5 [0,21), all size 4; slots
-        // [0,3) [3,9) [9,21). Fit order: b5 (21), b4 (12), b3 (9), b2 (6), b1 (3).
-        // All slots @0: b5 -> 0; all @4: b4 (slot 2) -> 4; sky [0,2)@4 [2,3)@8.
-        // [0,2)@4: b3 -> 4; merged [0,3)@8. b2 (slot 1) -> 8; sky [0,1)@8 [1,2)@12
-        // [2,3)@8. [0,1)@8: b1 -> 8. Height 12 = the optimum.
-        let p = minimalloc_example();
-        let got = plan(&p);
-        assert_eq!(got.offsets, vec![8, 8, 4, 4, 0]);
-        assert_eq!(validate_offsets(&p, &got), Ok(12));
     }
 
     #[test]

@@ -52,27 +52,7 @@ pub fn plan(problem: &Problem) -> SharedObjectsPlan {
 mod tests {
     use super::super::objects::test_support::check;
     use super::*;
-    use crate::fixtures::{self, strategies};
-
-    #[test]
-    fn tflite_cases() {
-        let one = fixtures::tflite_records(&[(16, 0, 1)]);
-        let p = plan(&one);
-        assert_eq!(check(&one, &p), Ok(16));
-        assert_eq!(p.object_ids, vec![0]);
-
-        let chain = fixtures::tflite_chain();
-        let p = plan(&chain);
-        // Not TFLite's 96: see the module documentation.
-        assert_eq!(check(&chain, &p), Ok(104));
-        assert_eq!(p.object_ids, vec![1, 2, 0, 1, 2]);
-        assert_eq!(p.object_sizes, vec![64, 32, 8]);
-
-        let complex = fixtures::tflite_complex();
-        let p = plan(&complex);
-        assert_eq!(check(&complex, &p), Ok(128));
-        assert_eq!(p.object_ids, vec![0, 1, 3, 2, 4, 0, 4, 3, 2]);
-    }
+    use crate::fixtures::strategies;
 
     #[test]
     fn picks_the_smallest_suitable_object() {

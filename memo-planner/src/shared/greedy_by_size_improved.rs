@@ -468,24 +468,6 @@ mod tests {
     use crate::fixtures::{self, strategies};
 
     #[test]
-    fn tflite_cases() {
-        let one = fixtures::tflite_records(&[(16, 0, 1)]);
-        assert_eq!(check(&one, &plan(&one)), Ok(16));
-
-        let chain = fixtures::tflite_chain();
-        let p = plan(&chain);
-        assert_eq!(check(&chain, &p), Ok(96));
-        assert_eq!(p.object_ids, vec![0, 1, 0, 1, 0]);
-        assert_eq!(p.object_sizes, vec![64, 32]);
-
-        let complex = fixtures::tflite_complex();
-        let p = plan(&complex);
-        assert_eq!(check(&complex, &p), Ok(112));
-        assert_eq!(p.object_ids, vec![1, 0, 2, 1, 3, 0, 1, 2, 0]);
-        assert_eq!(p.object_sizes, vec![64, 32, 8, 8]);
-    }
-
-    #[test]
     fn tflite_positions_give_the_same_on_tflite_cases() {
         let complex = fixtures::tflite_complex();
         assert_eq!(plan_staged(&complex, false), plan(&complex));

@@ -68,26 +68,8 @@ pub fn plan(problem: &Problem) -> SharedObjectsPlan {
 mod tests {
     use super::super::objects::test_support::check;
     use super::*;
-    use crate::fixtures::{self, strategies};
+    use crate::fixtures::strategies;
     use crate::{Buffer, Problem};
-
-    #[test]
-    fn tflite_cases() {
-        let one = fixtures::tflite_records(&[(16, 0, 1)]);
-        assert_eq!(check(&one, &plan(&one)), Ok(16));
-
-        let chain = fixtures::tflite_chain();
-        let p = plan(&chain);
-        assert_eq!(check(&chain, &p), Ok(96));
-        assert_eq!(p.object_ids, vec![0, 1, 0, 1, 0]);
-        assert_eq!(p.object_sizes, vec![64, 32]);
-
-        let complex = fixtures::tflite_complex();
-        let p = plan(&complex);
-        assert_eq!(check(&complex, &p), Ok(120));
-        assert_eq!(p.object_ids, vec![0, 1, 0, 2, 3, 1, 3, 2, 0]);
-        assert_eq!(p.object_sizes, vec![32, 64, 16, 8]);
-    }
 
     #[test]
     fn prefers_the_closer_size_and_grows() {

@@ -295,25 +295,7 @@ impl Solver {
 mod tests {
     use super::super::objects::test_support::check;
     use super::*;
-    use crate::fixtures::{self, strategies};
-
-    #[test]
-    fn tflite_cases() {
-        let one = fixtures::tflite_records(&[(16, 0, 1)]);
-        assert_eq!(check(&one, &plan(&one)), Ok(16));
-
-        let chain = fixtures::tflite_chain();
-        let p = plan(&chain);
-        assert_eq!(check(&chain, &p), Ok(96));
-        assert_eq!(p.object_ids, vec![0, 1, 0, 1, 0]);
-        assert_eq!(p.object_sizes, vec![64, 32]);
-
-        let complex = fixtures::tflite_complex();
-        let p = plan(&complex);
-        assert_eq!(check(&complex, &p), Ok(112));
-        assert_eq!(p.object_ids, vec![0, 1, 2, 0, 3, 1, 3, 2, 0]);
-        assert_eq!(p.object_sizes, vec![32, 64, 8, 8]);
-    }
+    use crate::fixtures::strategies;
 
     /// Flow cost of a plan's chains (TFLite's objective), for comparing solvers.
     fn flow_cost(p: &Problem, plan: &SharedObjectsPlan) -> u64 {

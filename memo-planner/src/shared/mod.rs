@@ -8,6 +8,8 @@ use crate::offsets::UnknownStrategy;
 use crate::plan::SharedObjectsPlan;
 use crate::problem::Problem;
 
+#[cfg(test)]
+mod cases;
 pub mod greedy_by_breadth;
 pub mod greedy_by_size;
 pub mod greedy_by_size_improved;

@@ -88,9 +88,8 @@ impl Default for ExactOptions {
 pub const NODE_SCALE_BUFFERS: usize = 256;
 
 /// Instance size from which [`ExactOptions::node_limit`] applies unscaled (below, the
-/// budget falls with `n³`: an instance of 200 buffers gets about half of it, as many
-/// nodes as before the search was made twice as fast and `node_limit` doubled, so the
-/// property tests, thousands of small instances, take no longer).
+/// budget falls with `n³`: an instance of 200 buffers gets about half of it, which keeps
+/// the property tests, thousands of small instances, quick).
 pub const NODE_RAMP_BUFFERS: usize = 250;
 
 /// On a tight instance, the size up to which [`ExactOptions::node_limit`] applies unscaled

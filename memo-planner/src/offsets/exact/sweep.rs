@@ -43,113 +43,25 @@ impl Sweep {
     pub fn new(problem: &Problem, max_pairs: u64) -> Option<Sweep> {
         let b = problem.buffers();
         let n = b.len();
-        let mut ends: Vec<u64> = b.iter().map(|x| x.upper).collect();
-        ends.sort_unstable();
-        ends.dedup();
-        let sections = ends.len();
-        // Buffer i is in section k iff lower < ends[k] <= upper.
-        let span: Vec<(u32, u32)> = b
-            .iter()
-            .map(|x| {
-                let s = ends.partition_point(|&u| u <= x.lower) as u32;
-                let e = ends.partition_point(|&u| u <= x.upper) as u32;
-                (s, e)
-            })
-            .collect();
-        // Count pairs before building anything quadratic.
-        // Each pair is counted once, in the first section of the buffer that starts later
-        // (or, for equal starts, between the arrivals of that section).
-        let mut pairs = 0u64;
-        {
-            let mut delta = vec![0i64; sections + 1];
-            let mut arrivals = vec![0u64; sections + 1];
-            for &(s, e) in &span {
-                delta[s as usize] += 1;
-                delta[e as usize] -= 1;
-                arrivals[s as usize] += 1;
-            }
-            let mut alive = 0i64;
-            for k in 0..sections {
-                alive += delta[k];
-                let a = arrivals[k];
-                let old = alive as u64 - a;
-                pairs += a * old + a * a.saturating_sub(1) / 2;
-            }
-        }
-        if pairs > max_pairs {
+        let (sections, span) = section_spans(problem);
+        if conflicting_pairs(&span, sections) > max_pairs {
             return None;
         }
-        let mut member_start = vec![0u32; sections + 1];
-        for &(s, e) in &span {
-            for k in s..e {
-                member_start[k as usize + 1] += 1;
-            }
-        }
-        for k in 0..sections {
-            member_start[k + 1] += member_start[k];
-        }
-        let mut fill = member_start.clone();
-        let mut members = vec![0u32; member_start[sections] as usize];
-        let mut breadth = vec![0u64; sections];
-        for (i, &(s, e)) in span.iter().enumerate() {
-            for k in s..e {
-                members[fill[k as usize] as usize] = i as u32;
-                fill[k as usize] += 1;
-                breadth[k as usize] += b[i].size;
-            }
-        }
-        // Conflicts: i meets j iff j is a member of i's first section or j starts inside
-        // i's span (after i's first section).
-        let mut by_start: Vec<u32> = (0..n as u32).collect();
-        by_start.sort_by_key(|&i| span[i as usize].0);
-        let mut adj_lists: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for i in 0..n {
-            let (s, e) = span[i];
-            for &j in
-                &members[member_start[s as usize] as usize..member_start[s as usize + 1] as usize]
-            {
-                if j as usize != i {
-                    adj_lists[i].push(j);
-                }
-            }
-            let lo = by_start.partition_point(|&j| span[j as usize].0 <= s);
-            let hi = by_start.partition_point(|&j| span[j as usize].0 < e);
-            adj_lists[i].extend_from_slice(&by_start[lo..hi]);
-        }
-        let mut adj_start = Vec::with_capacity(n + 1);
-        let mut adj = Vec::new();
-        adj_start.push(0u32);
-        for list in adj_lists {
-            adj.extend(list);
-            adj_start.push(adj.len() as u32);
-        }
-        let mut cuts = vec![0u32; sections.saturating_sub(1)];
-        for &(s, e) in &span {
-            for k in s..e.saturating_sub(1) {
-                cuts[k as usize] += 1;
-            }
-        }
-        let mut twin_before = vec![u32::MAX; n];
-        let mut seen = std::collections::HashMap::new();
-        for (i, x) in b.iter().enumerate() {
-            let key = (x.lower, x.upper, x.size, x.align);
-            if let Some(prev) = seen.insert(key, i as u32) {
-                twin_before[i] = prev;
-            }
-        }
+        let (member_start, members, breadth) = section_members(problem, &span, sections);
+        let (adj_start, adj) = conflicts(&span, &member_start, &members);
         Some(Sweep {
             n,
             sizes: b.iter().map(|x| x.size).collect(),
             aligns: b.iter().map(|x| x.align).collect(),
             widths: b.iter().map(|x| x.upper - x.lower).collect(),
+            cuts: cuts(&span, sections),
             span,
             member_start,
             members,
             adj_start,
             adj,
             breadth,
-            cuts,
-            twin_before,
+            twin_before: twins(problem),
             granule: granule(problem),
         })
     }
@@ -196,13 +108,136 @@ pub(crate) fn granule(problem: &Problem) -> u64 {
     }
 }
 
+/// The number of sections and each buffer's span of sections: buffer `i` is in section
+/// `k` iff `lower < ends[k] <= upper`, with `ends` the distinct ends in order.
+fn section_spans(problem: &Problem) -> (usize, Vec<(u32, u32)>) {
+    let mut ends: Vec<u64> = problem.buffers().iter().map(|x| x.upper).collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let span = problem
+        .buffers()
+        .iter()
+        .map(|x| {
+            let s = ends.partition_point(|&u| u <= x.lower) as u32;
+            let e = ends.partition_point(|&u| u <= x.upper) as u32;
+            (s, e)
+        })
+        .collect();
+    (ends.len(), span)
+}
+
+/// The pairs of buffers alive together, counted before anything quadratic is built. Each
+/// pair is counted once, in the first section of the buffer that starts later (or, for
+/// equal starts, between the arrivals of that section).
+fn conflicting_pairs(span: &[(u32, u32)], sections: usize) -> u64 {
+    let mut pairs = 0u64;
+    let mut delta = vec![0i64; sections + 1];
+    let mut arrivals = vec![0u64; sections + 1];
+    for &(s, e) in span {
+        delta[s as usize] += 1;
+        delta[e as usize] -= 1;
+        arrivals[s as usize] += 1;
+    }
+    let mut alive = 0i64;
+    for k in 0..sections {
+        alive += delta[k];
+        let a = arrivals[k];
+        let old = alive as u64 - a;
+        pairs += a * old + a * a.saturating_sub(1) / 2;
+    }
+    pairs
+}
+
+/// Each section's members (`members[member_start[k]..member_start[k + 1]]`) and its
+/// breadth (the members' total size).
+fn section_members(
+    problem: &Problem,
+    span: &[(u32, u32)],
+    sections: usize,
+) -> (Vec<u32>, Vec<u32>, Vec<u64>) {
+    let mut member_start = vec![0u32; sections + 1];
+    for &(s, e) in span {
+        for k in s..e {
+            member_start[k as usize + 1] += 1;
+        }
+    }
+    for k in 0..sections {
+        member_start[k + 1] += member_start[k];
+    }
+    let mut fill = member_start.clone();
+    let mut members = vec![0u32; member_start[sections] as usize];
+    let mut breadth = vec![0u64; sections];
+    for (i, &(s, e)) in span.iter().enumerate() {
+        for k in s..e {
+            members[fill[k as usize] as usize] = i as u32;
+            fill[k as usize] += 1;
+            breadth[k as usize] += problem.buffers()[i].size;
+        }
+    }
+    (member_start, members, breadth)
+}
+
+/// The conflict lists (`adj[adj_start[i]..adj_start[i + 1]]`): `i` meets `j` iff `j` is a
+/// member of `i`'s first section or `j` starts inside `i`'s span (after that section).
+fn conflicts(span: &[(u32, u32)], member_start: &[u32], members: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let n = span.len();
+    let mut by_start: Vec<u32> = (0..n as u32).collect();
+    by_start.sort_by_key(|&i| span[i as usize].0);
+    let mut adj_lists: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for i in 0..n {
+        let (s, e) = span[i];
+        for &j in &members[member_start[s as usize] as usize..member_start[s as usize + 1] as usize]
+        {
+            if j as usize != i {
+                adj_lists[i].push(j);
+            }
+        }
+        let lo = by_start.partition_point(|&j| span[j as usize].0 <= s);
+        let hi = by_start.partition_point(|&j| span[j as usize].0 < e);
+        adj_lists[i].extend_from_slice(&by_start[lo..hi]);
+    }
+    let mut adj_start = Vec::with_capacity(n + 1);
+    let mut adj = Vec::new();
+    adj_start.push(0u32);
+    for list in adj_lists {
+        adj.extend(list);
+        adj_start.push(adj.len() as u32);
+    }
+    (adj_start, adj)
+}
+
+/// Buffers alive in both section `k` and `k + 1`, for each `k < sections - 1`.
+fn cuts(span: &[(u32, u32)], sections: usize) -> Vec<u32> {
+    let mut cuts = vec![0u32; sections.saturating_sub(1)];
+    for &(s, e) in span {
+        for k in s..e.saturating_sub(1) {
+            cuts[k as usize] += 1;
+        }
+    }
+    cuts
+}
+
+/// For each buffer, the previous buffer with the same lifetime, size and alignment
+/// (`u32::MAX` for none).
+fn twins(problem: &Problem) -> Vec<u32> {
+    let mut twin_before = vec![u32::MAX; problem.len()];
+    let mut seen = std::collections::HashMap::new();
+    for (i, x) in problem.buffers().iter().enumerate() {
+        let key = (x.lower, x.upper, x.size, x.align);
+        if let Some(prev) = seen.insert(key, i as u32) {
+            twin_before[i] = prev;
+        }
+    }
+    twin_before
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn sections_are_the_cliques_and_conflicts_are_exact() {
-        let mut rng = crate::fixtures::Rng::new(5);
+        let mut rng = crate::rng::Rng::new(5);
         for _ in 0..50 {
             let n = 1 + rng.below(40) as usize;
             let p = Problem::new(

@@ -410,10 +410,7 @@ proptest::proptest! {
 #[test]
 #[ignore]
 fn census_of_preorders() {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/minimalloc/challenging"
-    );
+    let dir = format!("{DATA}/minimalloc/challenging");
     let names = std::env::var("CENSUS").unwrap_or_else(|_| "A,B,C,E,F,G,H,I,K".into());
     let limit: u64 = std::env::var("CENSUS_NODES")
         .ok()
