@@ -71,63 +71,37 @@
 #![warn(missing_docs)]
 
 mod api;
-mod blocks;
-mod buckets;
-mod cache;
-mod carry;
-mod compile;
 pub mod config;
-mod context;
-mod fallible;
-pub mod files;
-mod fork;
-mod geometry;
-mod group_index;
-mod hash;
-mod lane_count;
-mod lanes;
-mod lifecycle;
-mod live_table;
+mod format;
 #[cfg(all(test, loom))]
 mod loom_tests;
-mod merge;
-mod offsets;
-mod own_blocks;
+mod memory;
 mod pass;
-mod plan_build;
-mod plan_lanes;
-mod planner;
-mod planning;
-mod profile;
-mod reclaim;
-mod recorder;
-mod region;
+mod plan;
+mod profiling;
 mod registry;
 mod replay;
-mod report;
-mod run_stack;
-mod skips;
-mod slab;
 pub mod stats;
-mod sync;
-pub mod tag;
+mod support;
 #[doc(hidden)]
 pub mod testing;
-mod tls;
-pub mod trace;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-pub use api::{observe, op, pass, OpGuard, PassGuard};
-pub use buckets::{prewarm, Buckets};
-pub use carry::{current, EnterGuard, InPass, Pass, PassHandle};
+pub use api::buckets::{prewarm, Buckets};
+pub use api::carry::{current, EnterGuard, InPass, Pass, PassHandle};
+pub use api::guards::{observe, op, pass, OpGuard, PassGuard};
+pub use api::report::{report, stats, PassReport};
 pub use config::{configure, Config, Mode, Planner};
-pub use planner::{is_planner_thread, wait_for_plans};
-pub use report::{report, stats, PassReport};
+pub use format::{files, trace};
+pub use plan::worker::{is_planner_thread, wait_for_plans};
+pub use profiling::tag;
 pub use stats::{AbandonReason, MissReason, PlanRejection, Stats};
 
-use context::Context;
-use tls::Hot;
+use memory::{geometry, own_blocks, region};
+use pass::context::Context;
+use pass::tls::Hot;
+use pass::{lifecycle, tls};
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
 /// `MemoAlloc::new(backend)` over any other.

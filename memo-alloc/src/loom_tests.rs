@@ -39,13 +39,15 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicBool;
 use loom::thread;
 
-use crate::compile::{CompiledPlan, Slot};
-use crate::reclaim::Reclaimer;
+use crate::format::trace::{
+    PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
+};
+use crate::memory::run_stack::{Run, RunStack};
+use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
 use crate::replay;
-use crate::run_stack::{Run, RunStack};
-use crate::slab::{Instance, Slabs};
-use crate::trace::{PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use crate::replay::slab::compile::{CompiledPlan, Slot};
+use crate::replay::slab::pool::{Instance, Slabs};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     // One model at a time: the models share the process's region and idle lists, so two
@@ -427,9 +429,11 @@ fn pool() {
         // SAFETY: held; frees of live slots with their own pointers.
         unsafe {
             for g in 0..2u32 {
-                let live = (*i).occupant[g as usize].load(crate::sync::Ordering::Acquire);
+                let live = (*i).occupant[g as usize].load(crate::support::sync::Ordering::Acquire);
                 // A live slot is in every group it covers: free it at its first.
-                if live != crate::slab::EMPTY && slabs.plan.slots[live as usize].group == g {
+                if live != crate::replay::slab::pool::EMPTY
+                    && slabs.plan.slots[live as usize].group == g
+                {
                     let off = slabs.plan.slots[live as usize].offset as usize;
                     replay::free(i.cast(), (*i).base().add(off));
                 }

@@ -1,0 +1,4 @@
+//! Trace and plan documents, and their files.
+
+pub mod files;
+pub mod trace;

@@ -1,0 +1,9 @@
+//! Passes and their contexts.
+
+pub(crate) mod context;
+pub(crate) mod fork;
+pub(crate) mod lifecycle;
+mod state;
+pub(crate) mod tls;
+
+pub(crate) use state::*;

@@ -1,0 +1,8 @@
+//! Planning profiles.
+
+pub(crate) mod document;
+pub(crate) mod job;
+pub(crate) mod lane_sizing;
+pub(crate) mod merge;
+pub(crate) mod offsets;
+pub(crate) mod worker;

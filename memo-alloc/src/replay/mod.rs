@@ -1,0 +1,7 @@
+//! Replaying a pass from a slab.
+
+mod hit;
+pub(crate) mod skips;
+pub(crate) mod slab;
+
+pub(crate) use hit::*;

@@ -1,0 +1,936 @@
+//! Compiles a [`PlanFile`] into the tables replay reads without locks or hashing on the
+//! allocation path.
+//!
+//! - Scope nodes are renumbered so that the `k`-th same-named child of a scope is
+//!   `base + k`: entering an op costs one hash lookup of `(parent, name)`.
+//! - Each node owns a contiguous range of slots indexed by ordinal (`slot_ranges`); a slab
+//!   instance keeps a [`Cursor`] per node over that range: an allocation's slot is the
+//!   cursor's next one, or one found by re-synchronising (see `replay.rs`). Each slot
+//!   carries the range of sizes seen for it across the profiles merged into the plan.
+//! - Planned slots are grouped by start offset (*address groups*, sorted by offset): the
+//!   groups cut the slab into elementary intervals, and each slot covers the run of them
+//!   its range starts (`group..group_end`). An instance keeps one occupant word per group;
+//!   a live slot's index is in the words of every group it covers, so slot `i` may be
+//!   handed out exactly when those words are all empty (any live slot overlapping `i`
+//!   covers the group at `i`'s start or one inside `i`'s range).
+//! - A free finds its slot's first group by offset through a radix directory over the
+//!   sorted group offsets ([`GroupIndex`]).
+//!
+//! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
+//! every count is bounded before a table is sized from it, and every table is linear in
+//! the document, but for the lanes' bitmaps: one bit per cell of a count the document
+//! states, at most `lanes::MAX_CELLS` a class (at most 19 MB an instance). A hand-out and
+//! a free touch one word per group the slot covers, which can be quadratic in a plan
+//! whose slots overlap heavily in address (each slot over many others' starts); past a
+//! linear budget, compilation *demotes* the most expensive slots (their allocations are
+//! served by the backend), so that replaying any plan stays linear.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::format::trace::PlanFile;
+use crate::memory::geometry::offset_align;
+use crate::replay::skips::Skips;
+use crate::replay::slab::group_index::GroupIndex;
+use crate::replay::slab::lanes::LaneLayout;
+use crate::support::hash::name_hash;
+use crate::support::sync::{AtomicU32, AtomicU8, Ordering};
+
+/// Slot flag: planned into the slab.
+pub(crate) const PLANNED: u8 = 1;
+/// Slot flag: the allocation escaped the profiled pass.
+pub(crate) const ESCAPING: u8 = 2;
+/// Slot flag: planned, but served by the backend: its blocks kept outliving their passes,
+/// or its overlap check was too costly.
+pub(crate) const DEMOTED: u8 = 4;
+
+/// A slot whose blocks outlive two replayed passes this close (in the plan's pass ends)
+/// is demoted.
+const OUTLIVED_WINDOW: u32 = 8;
+/// Most slots and scopes a plan may have.
+const MAX_SLOTS: usize = 1 << 24;
+const _: () = assert!(MAX_SLOTS < BACK as usize);
+const MAX_SCOPES: usize = 1 << 22;
+
+/// Why a plan document was not compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CompileError(pub(crate) String);
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, CompileError> {
+    Err(CompileError(msg.into()))
+}
+
+/// Where a node's allocations stand in its planned sequence, per slab instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    /// The slot the next allocation is expected at.
+    pub(crate) next: u32,
+    /// One past the node's last slot.
+    pub(crate) end: u32,
+    /// The node's first slot (an anchored search may look behind the cursor, down to it).
+    pub(crate) start: u32,
+    /// What the last request of the node left for the next one ([`NO_SLOT`]: nothing):
+    /// a candidate slot ahead that an unmatched request matched (if the next request
+    /// matches the slot after it, the cursor jumps there), or, tagged [`BACK`], the slot
+    /// the cursor stood at before it jumped past slots (if the next request does not
+    /// confirm the jump, the cursor may go back there).
+    pub(crate) pending: u32,
+    /// The node's lane requests so far in the pass (the next one's lane ordinal).
+    pub(crate) lanes: u32,
+    /// The lane ordinal of the node's next escaping lane request ([`NO_SLOT`]: none; see
+    /// [`CompiledPlan::lane_escape`]).
+    pub(crate) escape: u32,
+}
+
+/// The tag of a [`Cursor::pending`] that names the slot before a jump: slot indices are
+/// below 2^24 (`MAX_SLOTS`), so the tag leaves them intact and [`NO_SLOT`] apart.
+pub(crate) const BACK: u32 = 1 << 31;
+
+/// Whether a pass replays a smaller shape than its plan's (see `replay.rs`, rule 5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Shrink {
+    /// Not seen.
+    #[default]
+    Off,
+    /// A request fitted only slot `slot` of `node` by shrinking, when the pass had made
+    /// `hits` hits; not taken.
+    Probe { node: u32, slot: u32, hits: u64 },
+    /// Confirmed: requests may take slots they fit by shrinking.
+    On,
+}
+
+/// Requests an anchored search matches in a row (see `replay.rs`, rule 7).
+pub(crate) const ANCHOR: usize = 4;
+
+/// The requests of a node a pass has missed lately (a *run*: at most [`RUN_GAP`] hits
+/// between two of them): when it has lost its place in the node's sequence, they anchor
+/// a search further ahead (see `replay.rs`, rule 7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lost {
+    /// The node, and the pass's hits at the run's last miss.
+    pub(crate) node: u32,
+    pub(crate) hits: u64,
+    /// The size and the pass's request index of the run's last `ANCHOR - 1` misses,
+    /// oldest first (valid once `run` is that long).
+    pub(crate) missed: [(u64, u64); ANCHOR - 1],
+    /// Misses in the run.
+    pub(crate) run: u32,
+    /// The run length at which the next anchored search is made ([`ANCHOR`] later after
+    /// a search that found a place not taken, a few times in a run; else doubled).
+    pub(crate) search_at: u32,
+    /// Searches of the run that found a place not taken (see `search_at`).
+    pub(crate) rechecks: u32,
+    /// Where the run's last search found a place: its slot less the request's index. A
+    /// place is taken when two searches in a row agree on it (within [`AGREE`]).
+    pub(crate) found: Option<i64>,
+    /// Where the run began: a place the pass finds past it is learned as a skip (see
+    /// `skips.rs`).
+    pub(crate) start: RunStart,
+}
+
+/// The first miss of a run (see [`Lost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunStart {
+    /// The slot the cursor stood at.
+    pub(crate) slot: u32,
+    /// The pass's request index and size.
+    pub(crate) request: u64,
+    pub(crate) size: u64,
+    /// The candidate it named (`replay.rs`, rule 6), or [`NO_SLOT`].
+    pub(crate) candidate: u32,
+}
+
+impl Default for RunStart {
+    fn default() -> RunStart {
+        RunStart {
+            slot: NO_SLOT,
+            request: 0,
+            size: 0,
+            candidate: NO_SLOT,
+        }
+    }
+}
+
+/// Two searches' places agree when they differ by at most this many slots: requests
+/// inserted or missing between the two anchors move the place by one each.
+pub(crate) const AGREE: i64 = ANCHOR as i64;
+
+/// Hits between two misses of one run at most (a pass that lost its place still hits
+/// now and then: a size common in its sequence matches wherever the cursor stands).
+pub(crate) const RUN_GAP: u64 = 16;
+
+/// No slot.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
+/// One allocation key's slot: 32 bytes, two to a cache line. The replay path reads the
+/// slots in order, and on a plan of 350,000 slots (candle's MobileNetV4) the table is
+/// larger than the cache.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) offset: u64,
+    /// Planned size: the largest seen for this key.
+    pub(crate) size: u64,
+    /// The smallest size seen for this key (requests between the two match it), capped
+    /// at `u32::MAX`: a larger smallest size matches a little more widely, never a request
+    /// larger than `size`.
+    min_size: u32,
+    /// The address groups the slot covers: `group..group_end` (at least one for a slot
+    /// in the slab).
+    pub(crate) group: u32,
+    pub(crate) group_end: u32,
+    /// [`PLANNED`], [`ESCAPING`], [`DEMOTED`] or 0 (no allocation had this key).
+    /// `DEMOTED` is set at pass boundaries; the allocation path loads it relaxed.
+    pub(crate) flags: AtomicU8,
+    /// The planned alignment (log2): the strictest seen for this key.
+    pub(crate) align_log2: u8,
+    /// The largest alignment the slot's address is guaranteed to have (log2; its
+    /// offset's, capped at the slab base alignment).
+    max_align_log2: u8,
+}
+
+// Loom's atomics are larger; the layout matters for the real ones.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
+impl Slot {
+    fn empty() -> Slot {
+        Slot {
+            offset: 0,
+            size: 0,
+            min_size: 0,
+            group: 0,
+            group_end: 0,
+            flags: AtomicU8::new(0),
+            align_log2: 0,
+            max_align_log2: 0,
+        }
+    }
+
+    /// The smallest request size that matches the slot.
+    #[inline(always)]
+    pub(crate) fn min_size(&self) -> u64 {
+        self.min_size as u64
+    }
+
+    /// The largest alignment the slot's address is guaranteed to have.
+    #[inline(always)]
+    pub(crate) fn max_align(&self) -> u64 {
+        1 << self.max_align_log2
+    }
+
+    fn flag_bits(&self) -> u8 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Whether the slot is handed out from the slab.
+    fn in_slab(&self) -> bool {
+        self.flag_bits() == PLANNED
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct ScopeGroup {
+    hash: u64,
+    parent: u32,
+    name: Box<str>,
+    base: u32,
+    count: u32,
+}
+
+/// Replay tables of one plan.
+#[derive(Debug)]
+pub(crate) struct CompiledPlan {
+    pub(crate) key: Box<str>,
+    /// The bytes of an instance's slot block: the planned slots' height.
+    pub(crate) height: u64,
+    /// Where small requests go instead of slots, in an instance's lane block (see
+    /// `lanes.rs`).
+    pub(crate) lanes: LaneLayout,
+    nodes: u32,
+    scope_groups: Vec<ScopeGroup>,
+    cursors: Vec<Cursor>,
+    pub(crate) slots: Vec<Slot>,
+    /// Per slot: the plan's pass-end count when a replayed pass last ended with the slot
+    /// live (0: never). Apart from the slots, which the allocation path reads.
+    outlived_at: Box<[AtomicU32]>,
+    group_index: GroupIndex,
+    /// Replayed passes ended (the clock of `Slot::outlived_at`).
+    pass_ends: AtomicU32,
+    /// The lane requests that escaped the profiled pass, by node and lane ordinal.
+    lane_escapes: Box<[LaneEscapeAt]>,
+    /// Where replayed passes found their place again past planned slots they skipped.
+    pub(crate) skips: Skips,
+}
+
+/// An escaping lane request of a compiled plan (see `trace::LaneEscape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct LaneEscapeAt {
+    node: u32,
+    ordinal: u32,
+    class: u8,
+}
+
+/// The scope tree renumbered: each `(parent, name)` group's occurrences are consecutive.
+struct Scopes<'a> {
+    /// Scope id in the document -> node id.
+    node_of: Vec<u32>,
+    /// Groups in order of first appearance: (document parent, name, base node, count).
+    groups: Vec<(u32, &'a str, u32, u32)>,
+    nodes: u32,
+}
+
+fn renumber_scopes(file: &PlanFile) -> Result<Scopes<'_>, CompileError> {
+    let n_scopes = file.scopes.len();
+    let mut group_of_scope = vec![u32::MAX; n_scopes];
+    let mut groups: Vec<(u32, &str, u32, u32)> = Vec::new();
+    let mut lookup: HashMap<(u32, &str), u32> = HashMap::new();
+    for s in file.scopes.iter().skip(1) {
+        let parent = s.parent.unwrap_or(0);
+        let g = *lookup.entry((parent, s.name.as_str())).or_insert_with(|| {
+            groups.push((parent, s.name.as_str(), 0, 0));
+            groups.len() as u32 - 1
+        });
+        let e = &mut groups[g as usize];
+        e.3 = e.3.max(s.occurrence + 1); // occurrence < n_scopes: checked by `PlanFile::check`
+        group_of_scope[s.id as usize] = g;
+    }
+    // Occurrences are dense in a real trace (0..k for k same-named siblings), so the nodes
+    // number exactly the scopes; a sparse document would ask for far larger tables.
+    let mut next = 1u64;
+    for g in &mut groups {
+        g.2 = next as u32;
+        next += g.3 as u64;
+        if next > n_scopes as u64 {
+            return err("scope occurrences are not numbered densely");
+        }
+    }
+    let nodes = next as u32;
+    let mut node_of = vec![0u32; n_scopes];
+    let mut taken = vec![false; nodes as usize];
+    for s in file.scopes.iter().skip(1) {
+        let id = groups[group_of_scope[s.id as usize] as usize].2 + s.occurrence;
+        if std::mem::replace(&mut taken[id as usize], true) {
+            return err(format!(
+                "scope {} repeats its parent, name and occurrence",
+                s.id
+            ));
+        }
+        node_of[s.id as usize] = id;
+    }
+    Ok(Scopes {
+        node_of,
+        groups,
+        nodes,
+    })
+}
+
+/// The plan's escaping lane requests by node (checked by `PlanFile::check`: known scopes,
+/// lane classes of the plan), in order.
+fn lane_escapes(file: &PlanFile, scopes: &Scopes<'_>) -> Box<[LaneEscapeAt]> {
+    let mut escapes: Vec<LaneEscapeAt> = file
+        .lanes
+        .escapes
+        .iter()
+        .filter_map(|e| {
+            Some(LaneEscapeAt {
+                node: *scopes.node_of.get(e.scope as usize)?,
+                ordinal: e.ordinal,
+                class: crate::replay::slab::lanes::class_of(e.cell, 1, file.lanes.max)? as u8,
+            })
+        })
+        .collect();
+    escapes.sort_unstable();
+    escapes.into_boxed_slice()
+}
+
+/// Hash table of scope groups keyed by (renumbered parent, name).
+fn scope_group_table(scopes: &Scopes<'_>) -> Vec<ScopeGroup> {
+    let cap = (scopes.groups.len() * 2).next_power_of_two().max(8);
+    let mut table = vec![ScopeGroup::default(); cap];
+    for &(parent, name, base, count) in &scopes.groups {
+        let parent = scopes.node_of[parent as usize];
+        let hash = name_hash(parent, name);
+        let mut i = hash as usize & (cap - 1);
+        while table[i].count != 0 {
+            i = (i + 1) & (cap - 1);
+        }
+        table[i] = ScopeGroup {
+            hash,
+            parent,
+            name: name.into(),
+            base,
+            count,
+        };
+    }
+    table
+}
+
+/// Slots indexed per node by ordinal, and each node's `(first, end)` slot range.
+type SlotTable = (Vec<Slot>, Vec<(u32, u32)>);
+
+/// The slots, indexed per node by ordinal, and each node's range.
+fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, CompileError> {
+    let mut slot_count = vec![0u32; scopes.nodes as usize];
+    for s in &file.slots {
+        let node = scopes.node_of[s.scope as usize] as usize;
+        slot_count[node] = slot_count[node].max(s.ordinal + 1); // ordinal < slots: checked
+    }
+    // Ordinals are dense in a real plan; allow some slack, never a table far larger than
+    // the document.
+    let total: u64 = slot_count.iter().map(|&c| c as u64).sum();
+    if total > 2 * file.slots.len() as u64 + scopes.nodes as u64 {
+        return err("slot ordinals are not numbered densely");
+    }
+    let mut ranges = Vec::with_capacity(slot_count.len());
+    let mut next = 0u32;
+    for &c in &slot_count {
+        ranges.push((next, next + c));
+        next += c;
+    }
+    let mut slots: Vec<Slot> = (0..total).map(|_| Slot::empty()).collect();
+    for s in &file.slots {
+        let node = scopes.node_of[s.scope as usize] as usize;
+        let slot = &mut slots[(ranges[node].0 + s.ordinal) as usize];
+        if slot.flag_bits() != 0 {
+            return err(format!(
+                "two slots for scope {} ordinal {}",
+                s.scope, s.ordinal
+            ));
+        }
+        slot.size = s.size;
+        let min_size = s.min_size.unwrap_or(s.size).clamp(1, s.size);
+        slot.min_size = u32::try_from(min_size).unwrap_or(u32::MAX);
+        slot.align_log2 = s.align.trailing_zeros() as u8; // a power of two: checked
+        match s.offset {
+            Some(o) => {
+                slot.offset = o;
+                slot.max_align_log2 = offset_align(o).trailing_zeros() as u8;
+                slot.flags = AtomicU8::new(PLANNED);
+            }
+            None => slot.flags = AtomicU8::new(ESCAPING),
+        }
+    }
+    Ok((slots, ranges))
+}
+
+/// Sorted distinct start offsets of the slots in the slab.
+fn group_offsets(slots: &[Slot]) -> Vec<u64> {
+    let mut offsets: Vec<u64> = slots
+        .iter()
+        .filter(|s| s.in_slab())
+        .map(|s| s.offset)
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    offsets
+}
+
+/// Assigns each slot in the slab the run of groups its range covers.
+fn assign_groups(slots: &mut [Slot], offsets: &[u64]) {
+    for s in slots.iter_mut().filter(|s| s.in_slab()) {
+        let g = offsets.partition_point(|&o| o < s.offset);
+        s.group = g as u32;
+        // `offsets[g] == offset < offset + size` (sizes are positive: `PlanFile::check`),
+        // so the slot covers its own group at least.
+        s.group_end = offsets
+            .partition_point(|&o| o < s.offset + s.size)
+            .max(g + 1) as u32;
+    }
+}
+
+/// Words one hand-out (and one free) of a slot touches: one per group it covers.
+fn check_cost(slot: &Slot) -> u64 {
+    (slot.group_end - slot.group) as u64
+}
+
+/// The check-word budget of a plan: linear in the allocations of a pass, its planned
+/// slots and its lane requests (`requests`, which cost one word each).
+fn check_budget(planned: usize, requests: u64) -> u64 {
+    32 * (planned as u64 + requests) + 65_536
+}
+
+/// Demotes the costliest slots until the plan's total check cost fits the budget;
+/// returns how many were demoted. Demoting a slot leaves the others' costs as they are
+/// or smaller (their ranges may cover fewer groups once its start is gone).
+fn demote_costly(slots: &mut [Slot], requests: u64) -> u64 {
+    let planned = slots.iter().filter(|s| s.in_slab()).count();
+    let costs: Vec<u64> = slots
+        .iter()
+        .map(|s| if s.in_slab() { check_cost(s) } else { 0 })
+        .collect();
+    let mut total: u64 = costs.iter().sum();
+    let budget = check_budget(planned, requests);
+    if total <= budget {
+        return 0;
+    }
+    let mut order: Vec<u32> = (0..slots.len() as u32)
+        .filter(|&i| costs[i as usize] > 0)
+        .collect();
+    order.sort_unstable_by_key(|&i| std::cmp::Reverse(costs[i as usize]));
+    let mut demoted = 0;
+    for i in order {
+        if total <= budget {
+            break;
+        }
+        slots[i as usize].flags = AtomicU8::new(PLANNED | DEMOTED);
+        total -= costs[i as usize];
+        demoted += 1;
+    }
+    demoted
+}
+
+/// The address groups of the slots in the slab (their offsets); each slot gets its run
+/// of groups, after the costliest were demoted.
+fn build_groups(slots: &mut [Slot], requests: u64) -> (Vec<u64>, u64) {
+    let mut offsets = group_offsets(slots);
+    assign_groups(slots, &offsets);
+    let demoted = demote_costly(slots, requests);
+    if demoted > 0 {
+        offsets = group_offsets(slots);
+        assign_groups(slots, &offsets);
+    }
+    debug_assert!(
+        slots
+            .iter()
+            .filter(|s| s.in_slab())
+            .map(check_cost)
+            .sum::<u64>()
+            <= check_budget(slots.len(), requests),
+        "hand-outs stay within the check budget"
+    );
+    (offsets, demoted)
+}
+
+impl CompiledPlan {
+    /// Builds the tables; rejects inconsistent or oversized documents before sizing any
+    /// table from them.
+    pub(crate) fn compile(file: &PlanFile) -> Result<CompiledPlan, CompileError> {
+        if file.slots.len() > MAX_SLOTS || file.scopes.len() > MAX_SCOPES {
+            return err(format!(
+                "{} slots and {} scopes exceed the limits ({MAX_SLOTS}, {MAX_SCOPES})",
+                file.slots.len(),
+                file.scopes.len()
+            ));
+        }
+        file.check().map_err(CompileError)?;
+        let scopes = renumber_scopes(file)?;
+        let scope_groups = scope_group_table(&scopes);
+        let (mut slots, slot_ranges) = slot_table(file, &scopes)?;
+        let lane_escapes = lane_escapes(file, &scopes);
+        let mut cursors: Vec<Cursor> = slot_ranges
+            .iter()
+            .map(|&(next, end)| Cursor {
+                next,
+                start: next,
+                end,
+                pending: NO_SLOT,
+                lanes: 0,
+                escape: NO_SLOT,
+            })
+            .collect();
+        for e in lane_escapes.iter().rev() {
+            cursors[e.node as usize].escape = e.ordinal; // the node's first, at the end
+        }
+        let (group_offsets, _demoted) = build_groups(&mut slots, file.lanes.requests);
+        let group_index = GroupIndex::new(&group_offsets);
+        let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
+        let lanes = LaneLayout::new(file.lanes.max, &file.lanes.cells);
+        Ok(CompiledPlan {
+            key: file.key.as_str().into(),
+            height: file.height,
+            lanes,
+            nodes: scopes.nodes,
+            scope_groups,
+            cursors,
+            slots,
+            outlived_at,
+            group_index,
+            pass_ends: AtomicU32::new(0),
+            lane_escapes,
+            skips: Skips::default(),
+        })
+    }
+
+    /// Whether the profile saw lane requests escape (replay counts lane requests only
+    /// then).
+    #[inline(always)]
+    pub(crate) fn lists_lane_escapes(&self) -> bool {
+        !self.lane_escapes.is_empty()
+    }
+
+    /// Lane request `ordinal` of `node` was listed as escaping: whether it is of class
+    /// `class` (as the profile's was), and the node's next escaping lane ordinal
+    /// ([`NO_SLOT`]: none).
+    pub(crate) fn lane_escape(&self, node: u32, ordinal: u32, class: usize) -> (bool, u32) {
+        let escapes = &self.lane_escapes;
+        let at = escapes.partition_point(|e| (e.node, e.ordinal) < (node, ordinal));
+        let here = escapes
+            .get(at)
+            .filter(|e| (e.node, e.ordinal) == (node, ordinal));
+        let next = escapes
+            .get(at + here.is_some() as usize)
+            .filter(|e| e.node == node)
+            .map_or(NO_SLOT, |e| e.ordinal);
+        (here.is_some_and(|e| e.class as usize == class), next)
+    }
+
+    /// Number of scope nodes (including the root, 0).
+    pub(crate) fn nodes(&self) -> usize {
+        self.nodes as usize
+    }
+
+    /// Number of address groups.
+    pub(crate) fn groups(&self) -> usize {
+        self.group_index.len()
+    }
+
+    /// The first node of the `(parent, name)` group and the group's size.
+    #[inline]
+    pub(crate) fn scope_group(&self, parent: u32, name: &str) -> Option<(u32, u32)> {
+        let hash = name_hash(parent, name);
+        let mask = self.scope_groups.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let g = &self.scope_groups[i];
+            if g.count == 0 {
+                return None;
+            }
+            if g.hash == hash && g.parent == parent && &*g.name == name {
+                return Some((g.base, g.count));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The slot of `(node, ordinal)`, if the plan has one.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn slot_index(&self, node: u32, ordinal: u32) -> Option<u32> {
+        let c = self.cursors.get(node as usize)?;
+        (ordinal < c.end - c.next).then_some(c.next + ordinal)
+    }
+
+    /// The cursors an instance starts a pass with: each node at its first slot.
+    pub(crate) fn initial_cursors(&self) -> &[Cursor] {
+        &self.cursors
+    }
+
+    /// The address group starting exactly at `offset`.
+    #[inline]
+    pub(crate) fn group_at(&self, offset: u64) -> Option<u32> {
+        self.group_index.group_at(offset)
+    }
+
+    /// Notes that a replayed pass ended; returns the pass-end clock for
+    /// [`CompiledPlan::note_outlived`].
+    pub(crate) fn note_pass_end(&self) -> u32 {
+        self.pass_ends
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1)
+            .max(1)
+    }
+
+    /// Notes that slot `index` was live when the replayed pass ending at `now` (from
+    /// [`CompiledPlan::note_pass_end`]) ended; demotes the slot when its blocks outlived
+    /// another pass in the last [`OUTLIVED_WINDOW`] pass ends. Returns whether it was
+    /// demoted now. Runs at pass boundaries.
+    pub(crate) fn note_outlived(&self, index: u32, now: u32) -> bool {
+        let (Some(slot), Some(outlived_at)) = (
+            self.slots.get(index as usize),
+            self.outlived_at.get(index as usize),
+        ) else {
+            return false;
+        };
+        let before = outlived_at.swap(now, Ordering::Relaxed);
+        if before != 0 && now.wrapping_sub(before) <= OUTLIVED_WINDOW {
+            let flags = slot.flags.fetch_or(DEMOTED, Ordering::Relaxed);
+            return flags & DEMOTED == 0;
+        }
+        false
+    }
+
+    /// Slots planned into the slab but served by the backend.
+    pub(crate) fn demoted(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.flag_bits() & DEMOTED != 0)
+            .count() as u64
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::format::trace::{PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+    use crate::memory::geometry::SLAB_ALIGN;
+
+    fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
+        TraceScope {
+            enter: None,
+            exit: None,
+            id,
+            parent,
+            name: name.into(),
+            occurrence,
+        }
+    }
+
+    fn slot(scope: u32, ordinal: u32, size: u64, offset: Option<u64>) -> PlanSlot {
+        PlanSlot {
+            scope,
+            ordinal,
+            size,
+            min_size: None,
+            align: 16,
+            offset,
+        }
+    }
+
+    fn file() -> PlanFile {
+        PlanFile {
+            format: PLAN_FORMAT.into(),
+            version: FORMAT_VERSION,
+            key: "k".into(),
+            strategy: "best".into(),
+            height: 256,
+            lower_bound: 256,
+            naive: 400,
+            scopes: vec![
+                scope(0, None, "k", 0),
+                scope(1, Some(0), "conv", 0),
+                scope(2, Some(0), "relu", 0),
+                scope(3, Some(0), "conv", 1),
+                scope(4, Some(3), "im2col", 0),
+            ],
+            slots: vec![
+                slot(0, 0, 256, Some(0)),
+                slot(1, 0, 64, Some(0)),
+                slot(1, 1, 64, Some(64)),
+                slot(3, 0, 128, Some(128)),
+                slot(4, 0, 16, None),
+                slot(2, 2, 32, Some(160)),
+            ],
+            lanes: Default::default(),
+        }
+    }
+
+    fn flags(c: &CompiledPlan, i: u32) -> u8 {
+        c.slots[i as usize].flag_bits()
+    }
+
+    /// Each node's cursor starts at its first escaping lane ordinal; a listed request
+    /// escapes only with its listed class, and the node's next one follows.
+    #[test]
+    fn lane_escapes_are_found_by_node_and_count() {
+        let mut f = file();
+        let e = |scope, ordinal, cell| crate::format::trace::LaneEscape {
+            scope,
+            ordinal,
+            cell,
+        };
+        f.lanes = PlanLanes {
+            max: 64,
+            cells: vec![4, 4, 4],
+            requests: 20,
+            // Scope 3 is the second `conv`; scope 1 the first.
+            escapes: vec![e(1, 2, 16), e(1, 7, 64), e(3, 0, 32)],
+        };
+        let c = CompiledPlan::compile(&f).unwrap();
+        let (conv, _) = c.scope_group(0, "conv").unwrap();
+        let cursors = c.initial_cursors();
+        assert_eq!(cursors[conv as usize].escape, 2);
+        assert_eq!(cursors[conv as usize + 1].escape, 0);
+        assert_eq!(cursors[0].escape, NO_SLOT, "the root lists none");
+        assert_eq!(c.lane_escape(conv, 2, 0), (true, 7));
+        assert_eq!(c.lane_escape(conv, 2, 1), (false, 7), "another class");
+        assert_eq!(c.lane_escape(conv, 7, 2), (true, NO_SLOT));
+        assert_eq!(c.lane_escape(conv + 1, 0, 1), (true, NO_SLOT));
+        assert!(c.lists_lane_escapes());
+        assert!(!CompiledPlan::compile(&file()).unwrap().lists_lane_escapes());
+    }
+
+    #[test]
+    fn renumbers_sibling_occurrences_contiguously() {
+        let c = CompiledPlan::compile(&file()).unwrap();
+        let (conv, n) = c.scope_group(0, "conv").unwrap();
+        assert_eq!(n, 2);
+        assert!(c.scope_group(0, "pool").is_none());
+        let (im2col, _) = c.scope_group(conv + 1, "im2col").unwrap();
+        assert!(c.scope_group(conv, "im2col").is_none());
+        let s = c.slot_index(im2col, 0).unwrap();
+        assert_eq!(flags(&c, s), ESCAPING);
+        let (relu, _) = c.scope_group(0, "relu").unwrap();
+        assert!(c.slot_index(relu, 0).is_some_and(|s| flags(&c, s) == 0));
+        assert!(c.slot_index(relu, 3).is_none());
+        assert_eq!(c.slots.iter().filter(|s| s.in_slab()).count(), 5);
+        assert_eq!(c.nodes(), 5);
+    }
+
+    #[test]
+    fn address_groups_and_the_runs_slots_cover() {
+        let c = CompiledPlan::compile(&file()).unwrap();
+        assert_eq!(c.groups(), 4);
+        let root = &c.slots[c.slot_index(0, 0).unwrap() as usize];
+        assert_eq!((root.group, root.group_end), (0, 4));
+        // The slot at 160 covers its own group only; the 128-byte slot at 128 covers 128
+        // and 160.
+        let runs: Vec<(u32, u32)> = c
+            .slots
+            .iter()
+            .filter(|s| s.in_slab() && s.group >= 2)
+            .map(|s| (s.group, s.group_end))
+            .collect();
+        assert!(runs.contains(&(3, 4)) && runs.contains(&(2, 4)), "{runs:?}");
+        for (g, o) in [0, 64, 128, 160].into_iter().enumerate() {
+            assert_eq!(c.group_at(o), Some(g as u32));
+        }
+        assert_eq!(c.group_at(8), None);
+        assert_eq!(
+            c.slots[c.slot_index(0, 0).unwrap() as usize].max_align(),
+            SLAB_ALIGN
+        );
+        let (relu, _) = c.scope_group(0, "relu").unwrap();
+        assert_eq!(
+            c.slots[c.slot_index(relu, 2).unwrap() as usize].max_align(),
+            32
+        );
+    }
+
+    #[test]
+    fn rejects_bad_documents() {
+        let mut f = file();
+        f.slots.push(slot(1, 0, 8, Some(0)));
+        assert!(CompiledPlan::compile(&f).is_err());
+        let mut f = file();
+        f.slots[0].offset = Some(8);
+        assert!(
+            CompiledPlan::compile(&f).is_err(),
+            "offset past height / misaligned"
+        );
+        let mut f = file();
+        f.scopes.push(scope(5, Some(0), "conv", 1));
+        assert!(CompiledPlan::compile(&f).is_err());
+        let mut f = file();
+        f.version = 99;
+        assert!(CompiledPlan::compile(&f).is_err());
+    }
+
+    #[test]
+    fn rejects_sparse_numbering_before_sizing_tables() {
+        // An ordinal past the number of slots would size a table by the ordinal.
+        let mut f = file();
+        f.slots[0].ordinal = 4_000_000_000;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("ordinal"), "{e}");
+        // u32::MAX as an occurrence used to overflow.
+        let mut f = file();
+        f.scopes[3].occurrence = u32::MAX;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("occurrence"), "{e}");
+        // Occurrences below the scope count but sparse: nodes would outnumber scopes.
+        let mut f = file();
+        f.scopes[3].occurrence = 4;
+        let e = CompiledPlan::compile(&f).unwrap_err();
+        assert!(e.0.contains("densely"), "{e}");
+        // Ordinals below the slot count but sparse in many scopes.
+        let mut f = file();
+        for (i, s) in f.slots.iter_mut().enumerate() {
+            s.ordinal = 5 - i as u32;
+        }
+        assert!(CompiledPlan::compile(&f).is_ok(), "slack is allowed");
+        let mut f = file();
+        f.height = 1 << 40;
+        assert!(CompiledPlan::compile(&f).unwrap_err().0.contains("height"));
+        let mut f = file();
+        f.slots[0].align = 1 << 22;
+        f.slots[0].offset = Some(0);
+        assert!(CompiledPlan::compile(&f)
+            .unwrap_err()
+            .0
+            .contains("alignment"));
+    }
+
+    /// `n` slots nested in address (slot `i` at offset `16 i`, all reaching `16 n + 16`):
+    /// each one's range covers every later one's group, quadratic without demotion;
+    /// then `n` small disjoint slots above them, which are cheap.
+    fn nested(n: u32) -> PlanFile {
+        let mut f = file();
+        f.scopes.truncate(1);
+        let top = 16 * n as u64 + 16;
+        f.height = 2 * top;
+        f.slots = (0..n)
+            .map(|i| slot(0, i, top - 16 * i as u64, Some(16 * i as u64)))
+            .chain((0..n).map(|i| slot(0, n + i, 16, Some(top + 16 * i as u64))))
+            .collect();
+        f
+    }
+
+    /// An engine's plan: `k` long-lived slots at staggered offsets reaching over `groups`
+    /// addresses above them, each of which `reuse` short-lived small slots take in turn
+    /// (as a real pass reuses the same few addresses thousands of times).
+    fn reused_addresses(k: u32, groups: u32, reuse: u32) -> PlanFile {
+        let mut f = file();
+        f.scopes.truncate(1);
+        let top = 16 * (k + groups) as u64;
+        f.height = top;
+        let big = (0..k).map(|i| (top - 16 * i as u64, 16 * i as u64));
+        let small = (0..groups * reuse).map(|j| (16, 16 * (k + j / reuse) as u64));
+        f.slots = big
+            .chain(small)
+            .enumerate()
+            .map(|(i, (size, offset))| slot(0, i as u32, size, Some(offset)))
+            .collect();
+        f
+    }
+
+    #[test]
+    fn plans_that_reuse_addresses_often_keep_every_slot() {
+        // Each small slot lies under all 64 long ones: a check through the groups below
+        // it that reach past it would cost 64 words per hand-out, 2.7M in all (budget
+        // 1.3M); covering its own group costs one.
+        let c = CompiledPlan::compile(&reused_addresses(64, 1000, 40)).unwrap();
+        assert_eq!(c.demoted(), 0);
+        let small = &c.slots[64..];
+        assert!(small.iter().all(|s| s.group_end == s.group + 1));
+    }
+
+    #[test]
+    fn heavily_overlapping_plans_compile_to_linear_tables() {
+        let n = 20_000;
+        let c = CompiledPlan::compile(&nested(n)).unwrap();
+        let budget = check_budget(2 * n as usize, 0);
+        let cost: u64 = c.slots.iter().filter(|s| s.in_slab()).map(check_cost).sum();
+        assert!(cost <= budget, "check cost {cost} > {budget}");
+        assert!(c.demoted() > 0);
+        assert!(
+            c.slots[n as usize..].iter().all(|s| s.in_slab()),
+            "the cheap slots stay in the slab"
+        );
+        // A plan without heavy overlap demotes nothing.
+        assert_eq!(CompiledPlan::compile(&file()).unwrap().demoted(), 0);
+    }
+
+    #[test]
+    fn slots_whose_blocks_keep_outliving_passes_are_demoted() {
+        let c = CompiledPlan::compile(&file()).unwrap();
+        let s = c.slot_index(0, 0).unwrap();
+        let t = c.slot_index(0, 0).unwrap() + 1;
+        // Outliving now and then (further apart than the window) demotes nothing.
+        for k in 0..5 {
+            assert!(!c.note_outlived(t, 1 + k * (OUTLIVED_WINDOW + 1)));
+        }
+        assert!(c.slots[t as usize].in_slab());
+        // Twice within the window demotes, once.
+        assert!(!c.note_outlived(s, 100));
+        assert!(c.slots[s as usize].in_slab());
+        assert!(c.note_outlived(s, 102));
+        assert!(!c.slots[s as usize].in_slab());
+        assert!(!c.note_outlived(s, 103), "demoted once");
+        assert_eq!(c.demoted(), 1);
+    }
+}
