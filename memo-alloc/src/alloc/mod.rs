@@ -1,0 +1,44 @@
+//! The allocator: [`MemoAlloc`] and its `GlobalAlloc` impl, which sends each request
+//! down one of four paths after one thread-local read (`global.rs`): the slab of a
+//! replayed pass, the recorder of a profiled one, the counted backend of a pass that runs
+//! without a plan, or the backend outside passes. The allocator's own large buffers and
+//! the large blocks of passes without a plan take a path of their own (`own.rs`).
+//!
+//! The top of the crate: it uses `pass` (the thread's context), `replay`, `profiling`
+//! (through the context's recorder), `memory`, `stats` and `support`; nothing uses it but
+//! the crate's face.
+
+use std::alloc::{GlobalAlloc, System};
+
+mod global;
+mod own;
+mod profiled;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
+/// `MemoAlloc::new(backend)` over any other.
+///
+/// Use one per process, as the `#[global_allocator]`.
+pub struct MemoAlloc<B: GlobalAlloc = System> {
+    backend: B,
+}
+
+impl MemoAlloc<System> {
+    /// Over the system allocator.
+    pub const fn system() -> MemoAlloc<System> {
+        MemoAlloc { backend: System }
+    }
+}
+
+impl<B: GlobalAlloc> MemoAlloc<B> {
+    /// Over `backend`, which serves everything that is not served from a slab.
+    pub const fn new(backend: B) -> MemoAlloc<B> {
+        MemoAlloc { backend }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+}
