@@ -58,7 +58,9 @@ pub fn is_own_block(p: *const u8) -> bool {
 /// Bytes resident in the slabs of replaced or evicted plans not yet freed (`stats()`
 /// counts live plans' slabs and idle blocks only), measured with `mincore`.
 pub fn retired_resident_bytes() -> u64 {
-    crate::pass::tls::with_bookkeeping(|| crate::registry::reclaim::RECLAIMER.resident_bytes())
+    crate::support::thread::with_bookkeeping(|| {
+        crate::registry::reclaim::RECLAIMER.resident_bytes()
+    })
 }
 
 /// Makes slab block takes fail as if the region were exhausted: after `n` more succeed,

@@ -8,9 +8,9 @@ use super::MemoAlloc;
 use crate::memory::{own_blocks, region};
 use crate::pass::context::Context;
 use crate::pass::lifecycle;
-use crate::pass::tls::{self, Hot};
 use crate::replay;
 use crate::stats::{AbandonReason, MissReason};
+use crate::support::thread::{self, AllocPath};
 
 // SAFETY: every pointer returned comes either from the backend (with the caller's layout)
 // or from a slab slot whose offset is a multiple of the requested alignment (checked
@@ -40,9 +40,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
             // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
             return unsafe { replay::free(owner, ptr) };
         }
-        match tls::hot() {
+        match thread::path() {
             // SAFETY: forwarded.
-            Hot::Profile => unsafe { self.dealloc_profiled(ptr, layout) },
+            AllocPath::Profile => unsafe { self.dealloc_profiled(ptr, layout) },
             // SAFETY: forwarded.
             _ => unsafe { self.backend.dealloc(ptr, layout) },
         }
@@ -58,11 +58,11 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
             // SAFETY: forwarded; `ptr` is a live slab pointer of `owner`.
             return unsafe { self.realloc_slab(owner, ptr, layout, new_size) };
         }
-        match tls::hot() {
+        match thread::path() {
             // SAFETY: forwarded.
-            Hot::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
+            AllocPath::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
             // SAFETY: forwarded.
-            Hot::Backend if new_size >= own_blocks::MIN_BYTES => unsafe {
+            AllocPath::Backend if new_size >= own_blocks::MIN_BYTES => unsafe {
                 self.realloc_outside(ptr, layout, new_size)
             },
             // SAFETY: forwarded.
@@ -79,17 +79,18 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::alloc`.
     #[inline(always)]
     pub(super) unsafe fn alloc_impl(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        let (hot, pass) = tls::hot_pass();
-        debug_assert!(hot == Hot::Backend || !pass.is_null());
-        match hot {
+        let (path, pass) = thread::path_and_context();
+        let pass = pass.cast::<Context>();
+        debug_assert!(path == AllocPath::Backend || !pass.is_null());
+        match path {
             // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
-            Hot::Backend => unsafe { self.alloc_outside(layout, zeroed) },
-            // SAFETY: `hot == Replay` only while `pass` is this thread's replayed pass.
-            Hot::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
-            // SAFETY: `hot == Profile` only while `pass` is this thread's profiled pass.
-            Hot::Profile => unsafe { self.alloc_profiled(&mut *pass, layout, zeroed) },
-            // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
-            Hot::Counted => unsafe { self.alloc_counted(&mut *pass, layout, zeroed) },
+            AllocPath::Backend => unsafe { self.alloc_outside(layout, zeroed) },
+            // SAFETY: `path == Replay` only while `pass` is this thread's replayed pass.
+            AllocPath::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
+            // SAFETY: `path == Profile` only while `pass` is this thread's profiled pass.
+            AllocPath::Profile => unsafe { self.alloc_profiled(&mut *pass, layout, zeroed) },
+            // SAFETY: `path == Counted` only while `pass` is this thread's running pass.
+            AllocPath::Counted => unsafe { self.alloc_counted(&mut *pass, layout, zeroed) },
         }
     }
 
@@ -132,7 +133,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if std::thread::panicking() {
             // SAFETY: right after the miss, on the pass's thread.
             unsafe { replay::undo(pass) };
-            tls::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
+            thread::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
             // SAFETY: forwarded.
             return unsafe { self.backend_alloc(layout, zeroed) };
         }
@@ -175,8 +176,9 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if new_size as u64 <= unsafe { replay::capacity(owner, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
-        if let (Hot::Replay, pass) = tls::hot_pass() {
-            // SAFETY: `hot == Replay`: this thread's running pass; `ptr` is a live slab
+        if let (AllocPath::Replay, pass) = thread::path_and_context() {
+            let pass = pass.cast::<Context>();
+            // SAFETY: `path == Replay`: this thread's running pass; `ptr` is a live slab
             // pointer that outgrew its place.
             if let Some(new) =
                 unsafe { replay::lane_grow(&mut *pass, owner, ptr, layout, new_size) }
@@ -192,8 +194,9 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if new.is_null() {
             return new;
         }
-        if let (Hot::Replay, pass) = tls::hot_pass() {
-            // SAFETY: `hot == Replay`: this thread's running pass.
+        if let (AllocPath::Replay, pass) = thread::path_and_context() {
+            let pass = pass.cast::<Context>();
+            // SAFETY: `path == Replay`: this thread's running pass.
             unsafe {
                 (*pass)
                     .counters

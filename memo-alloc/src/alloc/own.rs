@@ -7,7 +7,7 @@ use super::profiled::{record_dealloc, record_realloc};
 use super::MemoAlloc;
 use crate::memory::{geometry, own_blocks};
 use crate::pass::context::Context;
-use crate::pass::tls::{self, Hot};
+use crate::support::thread::{self, AllocPath};
 
 impl<B: GlobalAlloc> MemoAlloc<B> {
     /// Outside passes and in bookkeeping: the backend, or for the allocator's own large
@@ -17,7 +17,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
     pub(super) unsafe fn alloc_outside(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        if own_blocks::wanted(layout) && tls::own_work() {
+        if own_blocks::wanted(layout) && thread::own_work() {
             let p = own_blocks::alloc(layout); // zero-filled
             if !p.is_null() {
                 return p;
@@ -34,11 +34,12 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `own_blocks::free`.
     #[inline]
     pub(super) unsafe fn dealloc_own(&self, ptr: *mut u8, size: usize) {
-        let (hot, pass) = tls::hot_pass();
-        if hot == Hot::Profile {
+        let (path, pass) = thread::path_and_context();
+        let pass = pass.cast::<Context>();
+        if path == AllocPath::Profile {
             record_dealloc(ptr);
         }
-        let keeps = keeps_blocks(hot, pass);
+        let keeps = keeps_blocks(path, pass);
         // SAFETY: `keeps` only while `pass` is this thread's running pass.
         if !(keeps && unsafe { (*pass).spares.give(ptr, size) }) {
             // SAFETY: the caller's.
@@ -55,9 +56,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
-        let (hot, pass) = tls::hot_pass();
-        let profiled = hot == Hot::Profile;
-        let keeps = keeps_blocks(hot, pass);
+        let (path, pass) = thread::path_and_context();
+        let pass = pass.cast::<Context>();
+        let profiled = path == AllocPath::Profile;
+        let keeps = keeps_blocks(path, pass);
         let chunks = |size: usize| geometry::chunks_for(size as u64);
         let new = if chunks(new_size) == chunks(layout.size()) {
             ptr // the same chunks hold it: freed later with `new_size`, same count
@@ -108,7 +110,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         new_size: usize,
     ) -> *mut u8 {
         if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
-            let new = if own_blocks::wanted(new_layout) && tls::own_work() {
+            let new = if own_blocks::wanted(new_layout) && thread::own_work() {
                 own_blocks::alloc(new_layout)
             } else {
                 std::ptr::null_mut()
@@ -128,15 +130,15 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     }
 }
 
-/// Whether this thread's running pass `pass`, of mode `hot` (as `tls::hot_pass` gives
-/// them), keeps its large blocks off the backend: a profiled or interim pass (see
+/// Whether this thread's running pass `pass`, on path `path` (as
+/// `thread::path_and_context` gives them), keeps its large blocks off the backend: a profiled or interim pass (see
 /// `own_blocks`).
 #[inline(always)]
-fn keeps_blocks(hot: Hot, pass: *mut Context) -> bool {
-    match hot {
-        Hot::Profile => true,
-        // SAFETY: `hot == Counted` only while `pass` is this thread's running pass.
-        Hot::Counted => unsafe { (*pass).pass().interim },
+fn keeps_blocks(path: AllocPath, pass: *mut Context) -> bool {
+    match path {
+        AllocPath::Profile => true,
+        // SAFETY: `path == Counted` only while `pass` is this thread's running pass.
+        AllocPath::Counted => unsafe { (*pass).pass().interim },
         _ => false,
     }
 }

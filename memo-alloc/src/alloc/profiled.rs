@@ -5,10 +5,10 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use super::MemoAlloc;
 use crate::memory::own_blocks;
-use crate::pass::context::Context;
+use crate::pass::context::{self, Context};
 use crate::pass::lifecycle;
-use crate::pass::tls;
 use crate::stats::AbandonReason;
+use crate::support::thread;
 
 impl<B: GlobalAlloc> MemoAlloc<B> {
     /// Profiling: the backend serves, then the recorder notes it with the guard set.
@@ -29,7 +29,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         }
         pass.counters.allocations += 1;
         let node = pass.node;
-        tls::with_bookkeeping(|| {
+        thread::with_bookkeeping(|| {
             let recorded = match pass.recorder.as_mut() {
                 _ if std::thread::panicking() => Err(AbandonReason::Panic),
                 Some(rec) => rec.on_alloc(
@@ -128,10 +128,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 /// set.
 #[cold]
 pub(super) fn record_dealloc(ptr: *mut u8) {
-    let p = tls::pass();
+    let p = context::current();
     // SAFETY: a non-null pass pointer is this thread's running pass.
     if let Some(pass) = unsafe { p.as_mut() } {
-        tls::with_bookkeeping(|| {
+        thread::with_bookkeeping(|| {
             if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.on_dealloc(ptr)) {
                 lifecycle::abandon_running(pass, reason);
             }
@@ -143,10 +143,10 @@ pub(super) fn record_dealloc(ptr: *mut u8) {
 /// (`size` bytes, alignment `align`), with the guard set.
 #[cold]
 pub(super) fn record_realloc(old: *mut u8, new: *mut u8, size: usize, align: usize) {
-    let p = tls::pass();
+    let p = context::current();
     // SAFETY: a non-null pass pointer is this thread's running pass.
     if let Some(pass) = unsafe { p.as_mut() } {
-        tls::with_bookkeeping(|| {
+        thread::with_bookkeeping(|| {
             let recorded = pass
                 .recorder
                 .as_mut()

@@ -7,7 +7,7 @@ use super::MemoAlloc;
 use crate::api::guards::pass;
 use crate::config::Mode;
 use crate::memory::{geometry, own_blocks, region};
-use crate::pass::tls;
+use crate::support::thread;
 
 struct Counting(AtomicU64);
 
@@ -55,7 +55,7 @@ fn own_work_takes_large_blocks_from_the_region_and_gives_them_back() {
     let is_own = own_blocks::contains;
     // SAFETY (every block below): non-zero sizes; each block is freed once, with the
     // layout it has then.
-    tls::with_bookkeeping(|| unsafe {
+    thread::with_bookkeeping(|| unsafe {
         let p = own_block(|| OWN.alloc_zeroed(big), |p| OWN.dealloc(p, big));
         assert_eq!((*p, *p.add(big.size() - 1)), (0, 0), "zero-filled");
         p.write_bytes(7, big.size());
@@ -100,7 +100,7 @@ fn freed_own_blocks_are_reclaimed() {
     let _serial = CARVING.lock().unwrap_or_else(|e| e.into_inner());
     let big = Layout::from_size_align(own_blocks::MIN_BYTES, 8).unwrap();
     let chunks = region::reserved() / geometry::CHUNK;
-    tls::with_bookkeeping(|| {
+    thread::with_bookkeeping(|| {
         for _ in 0..chunks.max(1 << 15) + 10 {
             let p = own_blocks::alloc(big);
             if p.is_null() {

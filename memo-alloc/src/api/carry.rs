@@ -67,9 +67,9 @@ use std::ptr::NonNull;
 use std::task::{Context as TaskContext, Poll};
 
 use crate::pass::lifecycle;
-use crate::pass::tls;
 use crate::pass::PassState;
 use crate::stats::AbandonReason;
+use crate::support::thread;
 
 /// A handle to a running pass, to enter it on other threads (see the module
 /// documentation). Holding one does not keep the pass running: once its owner ended it,
@@ -94,7 +94,7 @@ impl PassHandle {
     /// the guard drops. Does nothing once the pass has ended.
     pub fn enter(&self, id: usize) -> EnterGuard {
         let id = u32::try_from(id).unwrap_or(u32::MAX);
-        let context = tls::with_bookkeeping(|| lifecycle::enter_helper(self.state(), id));
+        let context = thread::with_bookkeeping(|| lifecycle::enter_helper(self.state(), id));
         EnterGuard {
             context,
             _not_send: PhantomData,
@@ -124,7 +124,7 @@ impl Drop for PassHandle {
     fn drop(&mut self) {
         if self.state().release() {
             // SAFETY: the last reference; the pass was boxed by `lifecycle`.
-            tls::with_bookkeeping(|| drop(unsafe { Box::from_raw(self.pass.as_ptr()) }));
+            thread::with_bookkeeping(|| drop(unsafe { Box::from_raw(self.pass.as_ptr()) }));
         }
     }
 }
@@ -137,7 +137,7 @@ impl Drop for PassHandle {
 /// assert_eq!(memo_alloc::current().unwrap().key(), Some("current-doc"));
 /// ```
 pub fn current() -> Option<PassHandle> {
-    let ctx = tls::pass();
+    let ctx = crate::pass::context::current();
     // SAFETY: a non-null pointer is this thread's current context; its pass is alive.
     let pass = unsafe { ctx.as_ref() }?.pass;
     // SAFETY: as above.
@@ -158,7 +158,7 @@ pub struct EnterGuard {
 impl Drop for EnterGuard {
     fn drop(&mut self) {
         if let Some(serial) = self.context {
-            tls::with_bookkeeping(|| lifecycle::leave(serial));
+            thread::with_bookkeeping(|| lifecycle::leave(serial));
         }
     }
 }
@@ -180,7 +180,7 @@ impl Pass {
     /// Starts a pass of `key` (profiled, replayed or on the backend, as `pass()` decides),
     /// entered by no thread yet.
     pub fn new(key: &str) -> Pass {
-        let pass = tls::with_bookkeeping(|| lifecycle::create(key));
+        let pass = thread::with_bookkeeping(|| lifecycle::create(key));
         Pass {
             pass: pass.and_then(|p| NonNull::new(p.cast_mut())),
             cancelled: false,
@@ -192,7 +192,7 @@ impl Pass {
     pub fn enter(&self) -> EnterGuard {
         let context = self.pass.and_then(|p| {
             // SAFETY: the owner's reference keeps the pass alive.
-            tls::with_bookkeeping(|| lifecycle::enter_main(unsafe { p.as_ref() }))
+            thread::with_bookkeeping(|| lifecycle::enter_main(unsafe { p.as_ref() }))
         });
         EnterGuard {
             context,
@@ -206,7 +206,7 @@ impl Pass {
     fn park(&mut self) {
         if let Some(p) = self.pass {
             // SAFETY: the owner's reference keeps the pass alive.
-            tls::with_bookkeeping(|| lifecycle::park(unsafe { p.as_ref() }));
+            thread::with_bookkeeping(|| lifecycle::park(unsafe { p.as_ref() }));
         }
     }
 
@@ -232,7 +232,7 @@ impl Pass {
     /// Ends the pass now (once).
     fn end(&mut self, abandon: Option<AbandonReason>) {
         if let Some(p) = self.pass.take() {
-            tls::with_bookkeeping(|| lifecycle::end(p.as_ptr(), abandon));
+            thread::with_bookkeeping(|| lifecycle::end(p.as_ptr(), abandon));
         }
     }
 }

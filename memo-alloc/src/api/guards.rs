@@ -4,9 +4,9 @@ use std::marker::PhantomData;
 
 use crate::pass::context::{Context, MAX_DEPTH, UNKNOWN};
 use crate::pass::lifecycle;
-use crate::pass::tls;
 use crate::pass::{Mode, PassState};
 use crate::stats::AbandonReason;
+use crate::support::thread;
 
 /// Ends the pass when dropped (**contract**). Not `Send`: a pass belongs to its thread
 /// (see [`crate::Pass`] for one that moves, and [`crate::current`] to carry it to helper
@@ -55,11 +55,11 @@ pub struct OpGuard {
 /// let _p = memo_alloc::pass(&key); // a run-time key (here an inner scope of "model")
 /// ```
 pub fn pass(key: &str) -> PassGuard {
-    let kind = if !tls::pass().is_null() {
-        let name = tls::with_bookkeeping(|| interned(key));
+    let kind = if !crate::pass::context::current().is_null() {
+        let name = thread::with_bookkeeping(|| interned(key));
         GuardKind::Scope { _op: op(name) }
     } else {
-        match tls::with_bookkeeping(|| lifecycle::start(key)) {
+        match thread::with_bookkeeping(|| lifecycle::start(key)) {
             Some((pass, main)) => GuardKind::Pass { pass, main },
             None => GuardKind::Nothing,
         }
@@ -79,7 +79,7 @@ impl Drop for PassGuard {
     fn drop(&mut self) {
         if let GuardKind::Pass { pass, main } = self.kind {
             let abandon = std::thread::panicking().then_some(AbandonReason::Panic);
-            tls::with_bookkeeping(|| {
+            thread::with_bookkeeping(|| {
                 lifecycle::leave(main);
                 lifecycle::end(pass, abandon);
             });
@@ -94,7 +94,7 @@ impl Drop for PassGuard {
 /// The returned reference must not outlive the context: use it within the caller's
 /// call, on this thread, without leaving the context.
 unsafe fn current<'a>(serial: Option<u64>) -> Option<&'a mut Context> {
-    let p = tls::pass();
+    let p = crate::pass::context::current();
     // SAFETY: a non-null pointer is this thread's current context, owned by this thread
     // while entered.
     let ctx = unsafe { p.as_mut()? };
@@ -142,7 +142,7 @@ impl Drop for OpGuard {
         let node = ctx.node_at(self.depth);
         ctx.pop_to(self.depth);
         if ctx.recorder.is_some() {
-            tls::with_bookkeeping(|| {
+            thread::with_bookkeeping(|| {
                 if let Some(Err(reason)) = ctx.recorder.as_mut().map(|r| r.exit_scope(node)) {
                     lifecycle::abandon_running(ctx, reason);
                 }
@@ -155,7 +155,7 @@ impl Drop for OpGuard {
 fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
     let parent = ctx.top();
     if ctx.recorder.is_some() {
-        return tls::with_bookkeeping(|| {
+        return thread::with_bookkeeping(|| {
             match ctx.recorder.as_mut().map(|r| r.enter_scope(parent, name)) {
                 Some(Ok(node)) => node,
                 Some(Err(reason)) => {
@@ -197,7 +197,7 @@ fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
 /// pointers.
 pub fn observe<T: ?Sized>(ptr: *const T) -> Option<u32> {
     let addr = ptr as *const u8 as usize;
-    tls::with_bookkeeping(|| {
+    thread::with_bookkeeping(|| {
         // SAFETY: used within this call.
         let ctx = unsafe { current(None) }?;
         match ctx.recorder.as_mut()?.observe(addr) {

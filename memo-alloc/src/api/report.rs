@@ -1,10 +1,10 @@
 //! `stats()` and `report(key)`.
 
-use crate::pass::tls;
 use crate::registry;
 use crate::registry::reclaim::RECLAIMER;
 use crate::stats::{Stats, GLOBAL, MISS_REASONS};
 use crate::support::sync::Ordering;
+use crate::support::thread;
 
 /// Process-wide counters (**contract**). Passes still running are counted when they end.
 ///
@@ -13,7 +13,7 @@ use crate::support::sync::Ordering;
 /// assert!(s.slab_hits <= s.replay_allocations);
 /// ```
 pub fn stats() -> Stats {
-    tls::with_bookkeeping(|| {
+    thread::with_bookkeeping(|| {
         let mut s = GLOBAL.snapshot();
         let (plans, slabs, pinned, resident) = registry::totals();
         let (retired, retired_slabs) = RECLAIMER.pending();
@@ -96,7 +96,7 @@ pub struct PassReport {
 
 /// The report of one pass key, or `None` if no pass of it ran.
 pub fn report(key: &str) -> Option<PassReport> {
-    tls::with_bookkeeping(|| {
+    thread::with_bookkeeping(|| {
         let e = registry::find(key)?;
         let r = Ordering::Relaxed;
         let c = &e.counters;

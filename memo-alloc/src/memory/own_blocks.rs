@@ -12,7 +12,7 @@
 //! arena only past a threshold that rises with the largest block freed, and
 //! `malloc_trim` does not shrink a thread arena's top.
 //!
-//! A request of at least [`MIN_BYTES`] made while `tls::own_work` holds (bookkeeping,
+//! A request of at least [`MIN_BYTES`] made while `thread::own_work` holds (bookkeeping,
 //! or any allocation on the planner thread) is carved here. Carving takes the region lock
 //! with `try_lock`: when the lock is busy (another thread carving a slab, or this thread
 //! growing an instance pool under it) the request goes to the backend instead, so this
@@ -49,7 +49,7 @@ pub(crate) fn owner() -> *mut () {
     (&OWNER as *const u8).cast_mut().cast()
 }
 
-/// Whether a request of `layout` made during the allocator's own work (`tls::own_work`)
+/// Whether a request of `layout` made during the allocator's own work (`thread::own_work`)
 /// is one to serve here.
 #[inline(always)]
 pub(crate) fn wanted(layout: Layout) -> bool {

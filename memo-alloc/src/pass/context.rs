@@ -20,6 +20,7 @@ use crate::replay::slab::compile::{CompiledPlan, Lost, Shrink, NO_SLOT};
 use crate::replay::slab::pool::Instance;
 use crate::stats::{AbandonReason, PassCounters};
 use crate::support::fallible::try_box;
+use crate::support::thread;
 
 /// Scope node of allocations under an op the plan does not know.
 pub(crate) const UNKNOWN: u32 = u32::MAX;
@@ -141,6 +142,12 @@ impl Context {
         self.depth = self.depth.min(depth);
         self.node = self.top();
     }
+}
+
+/// This thread's current context, or null.
+#[inline(always)]
+pub(crate) fn current() -> *mut Context {
+    thread::context().cast()
 }
 
 thread_local! {

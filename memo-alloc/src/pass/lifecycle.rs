@@ -19,7 +19,6 @@ use std::ptr;
 use crate::config::{self, Config, Mode as ConfigMode};
 use crate::pass::context::{self, Context, UNKNOWN};
 use crate::pass::fork;
-use crate::pass::tls::{self, Hot};
 use crate::pass::{Mode, PassState};
 use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
@@ -31,6 +30,7 @@ use crate::replay::slab::pool::Released;
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
 use crate::support::fallible::try_box;
 use crate::support::sync::{plain, Ordering};
+use crate::support::thread::{self, AllocPath};
 
 static SERIAL: plain::AtomicU64 = plain::AtomicU64::new(1);
 
@@ -48,8 +48,8 @@ struct Sentinel;
 
 impl Drop for Sentinel {
     fn drop(&mut self) {
-        tls::with_bookkeeping(|| loop {
-            let top = tls::pass();
+        thread::with_bookkeeping(|| loop {
+            let top = context::current();
             // SAFETY: a non-null pointer is this thread's current context.
             let Some(ctx) = (unsafe { top.as_mut() }) else {
                 context::free_spare(); // every context left: the spare is the last
@@ -175,7 +175,10 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
 /// `pass()`: makes a pass of `key` owned by this thread and enters its main context.
 /// Returns the pass and the main context's serial.
 pub(crate) fn start(key: &str) -> Option<(*const PassState, u64)> {
-    debug_assert!(tls::pass().is_null(), "pass() inside a pass is a scope");
+    debug_assert!(
+        context::current().is_null(),
+        "pass() inside a pass is a scope"
+    );
     let _ = SENTINEL.try_with(|_| ());
     let p = make(key, true)?;
     // SAFETY: just made; this thread holds the owner's reference.
@@ -188,32 +191,32 @@ pub(crate) fn create(key: &str) -> Option<*const PassState> {
     make(key, false)
 }
 
-/// The allocation path's mode for `ctx`.
-fn hot_of(ctx: &Context) -> Hot {
+/// The allocation path of `ctx`.
+fn path_of(ctx: &Context) -> AllocPath {
     let pass = ctx.pass();
     if ctx.abandoned.is_some() {
-        Hot::Backend
+        AllocPath::Backend
     } else if ctx.recorder.is_some() {
-        Hot::Profile
+        AllocPath::Profile
     } else if pass.mode == Mode::Replay && !ctx.inst.is_null() {
-        Hot::Replay
+        AllocPath::Replay
     } else if pass.counted {
-        Hot::Counted
+        AllocPath::Counted
     } else {
-        Hot::Backend
+        AllocPath::Backend
     }
 }
 
 /// Makes `ctx` this thread's current context.
 fn push(ctx: *mut Context) {
     let _ = SENTINEL.try_with(|_| ());
-    tls::with(
+    thread::with(
         |s| {
             // SAFETY: `ctx` is a live context this thread just took.
             let c = unsafe { &mut *ctx };
-            c.prev = s.pass.get();
-            s.pass.set(ctx);
-            tls::set_mode(s, hot_of(c));
+            c.prev = s.context.get().cast();
+            s.context.set(ctx.cast());
+            thread::set_path(s, path_of(c));
         },
         (),
     );
@@ -222,19 +225,20 @@ fn push(ctx: *mut Context) {
 /// Takes context `serial` off this thread's stack of contexts (wherever it is in it);
 /// null if the thread has no such context.
 fn pop(serial: u64) -> *mut Context {
-    tls::with(
+    thread::with(
         |s| {
             let mut link: *mut Context = ptr::null_mut(); // the context above the current one
-            let mut cur = s.pass.get();
+            let mut cur = s.context.get().cast::<Context>();
             // SAFETY: the stack holds live contexts this thread entered.
             while let Some(c) = unsafe { cur.as_mut() } {
                 if c.serial == serial {
                     match unsafe { link.as_mut() } {
                         None => {
-                            s.pass.set(c.prev);
+                            s.context.set(c.prev.cast());
                             // SAFETY: as above.
-                            let hot = unsafe { c.prev.as_ref() }.map_or(Hot::Backend, hot_of);
-                            tls::set_mode(s, hot);
+                            let path =
+                                unsafe { c.prev.as_ref() }.map_or(AllocPath::Backend, path_of);
+                            thread::set_path(s, path);
                         }
                         Some(above) => above.prev = c.prev,
                     }
@@ -603,5 +607,5 @@ pub(crate) fn abandon_running(ctx: &mut Context, reason: AbandonReason) {
     ctx.abandoned = Some(reason);
     // Dropping the recorder frees its buffers now (the guard is set: to the backend).
     drop(ctx.recorder.take());
-    tls::with(|s| tls::set_mode(s, Hot::Backend), ());
+    thread::with(|s| thread::set_path(s, AllocPath::Backend), ());
 }

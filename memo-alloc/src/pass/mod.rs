@@ -4,6 +4,5 @@ pub(crate) mod context;
 pub(crate) mod fork;
 pub(crate) mod lifecycle;
 mod state;
-pub(crate) mod tls;
 
 pub(crate) use state::*;

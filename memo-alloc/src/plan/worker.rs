@@ -23,7 +23,6 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::config::{self, Planner};
-use crate::pass::tls;
 use crate::plan::job as planning;
 use crate::plan::job::Job;
 use crate::registry::KeyEntry;
@@ -31,6 +30,7 @@ use crate::stats::{self, AbandonReason, GLOBAL};
 use crate::support::fallible::try_grow_deque;
 use crate::support::sync::plain::AtomicU64;
 use crate::support::sync::{LockId, Ordering, SpinCell};
+use crate::support::thread;
 
 /// Most jobs waiting for the planner thread.
 pub(crate) const CAPACITY: usize = 8;
@@ -58,7 +58,7 @@ static QUEUE: SpinCell<Queue> = SpinCell::new(
 /// Whether the calling thread is the allocator's planner thread (so benchmarks can tell
 /// the allocator's own thread).
 pub fn is_planner_thread() -> bool {
-    tls::is_own_thread()
+    thread::is_own_thread()
 }
 
 /// Plans `job`, now (inline planning) or on the planner thread; `false` (the job
@@ -111,7 +111,7 @@ static AT_EXIT: crate::support::sync::plain::AtomicBool =
 /// for without a running planner thread (a forked child that never started one) or while
 /// tests hold it paused.
 extern "C" fn drain_at_exit() {
-    let running = tls::with_bookkeeping(|| QUEUE.with(|q| q.worker.is_some() || q.starting));
+    let running = thread::with_bookkeeping(|| QUEUE.with(|q| q.worker.is_some() || q.starting));
     if running && !PAUSED.load(Ordering::Acquire) {
         let _ = wait_for_plans(EXIT_DRAIN);
     }
@@ -143,7 +143,7 @@ fn start() {
 
 /// The planner thread's loop.
 fn work() {
-    tls::mark_own_thread();
+    thread::mark_own_thread();
     let me = std::thread::current();
     QUEUE.with(|q| {
         q.worker = Some(me);
@@ -160,7 +160,7 @@ fn work() {
         });
         match job {
             Some(job) => {
-                tls::with_bookkeeping(|| run(job));
+                thread::with_bookkeeping(|| run(job));
                 QUEUE.with(|q| q.planning = None);
             }
             None if trims_pending() => trim(),
@@ -239,7 +239,7 @@ fn run(job: Job) {
 pub fn wait_for_plans(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        let idle = tls::with_bookkeeping(|| {
+        let idle = thread::with_bookkeeping(|| {
             QUEUE.with(|q| q.jobs.is_empty() && q.planning.is_none()) && !trims_pending()
         });
         if idle {

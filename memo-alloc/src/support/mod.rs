@@ -3,3 +3,4 @@
 pub(crate) mod fallible;
 pub(crate) mod hash;
 pub(crate) mod sync;
+pub(crate) mod thread;

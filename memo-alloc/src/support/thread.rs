@@ -1,15 +1,18 @@
-//! The per-thread state on the allocation path: `const`-initialised, without destructor,
-//! so reading it is one thread-local access and works during thread teardown.
+//! The per-thread state of the allocation path: which path this thread's allocations take
+//! ([`AllocPath`]), the pass context it is in, and the re-entrancy guard of the
+//! allocator's own work (bookkeeping). `const`-initialised, without destructor, so reading
+//! it is one thread-local access and works during thread teardown.
+//!
+//! The context is opaque here ([`Entered`]): `pass::context` owns its type, and the
+//! allocation path casts the pointer back.
 
 use std::cell::Cell;
 use std::ptr;
 
-use crate::pass::context::Context;
-
 /// What the allocation path does on this thread right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Hot {
+pub(crate) enum AllocPath {
     /// No pass, or bookkeeping in progress: straight to the backend.
     Backend = 0,
     /// A profiled pass: record, then backend.
@@ -20,27 +23,32 @@ pub(crate) enum Hot {
     Counted = 3,
 }
 
+/// A pass context as the thread state holds it: a `pass::context::Context`.
+pub(crate) enum Entered {}
+
+/// One thread's state (see the module documentation).
 pub(crate) struct ThreadState {
     /// The allocation path's one branch.
-    pub(crate) hot: Cell<Hot>,
-    /// `hot` as it was before bookkeeping started (restored after).
-    saved: Cell<Hot>,
+    pub(crate) path: Cell<AllocPath>,
+    /// `path` as it was before bookkeeping started (restored after).
+    saved: Cell<AllocPath>,
     /// Re-entrancy depth of bookkeeping.
     busy: Cell<u32>,
     /// The allocator's own thread (the planner): all its work is the allocator's.
     own_thread: Cell<bool>,
-    /// The running pass, owned by `lifecycle` (boxed); null outside passes.
-    pub(crate) pass: Cell<*mut Context>,
+    /// The current context of the running pass (boxed, owned by the pass); null outside
+    /// passes.
+    pub(crate) context: Cell<*mut Entered>,
 }
 
 impl ThreadState {
     const fn new() -> ThreadState {
         ThreadState {
-            hot: Cell::new(Hot::Backend),
-            saved: Cell::new(Hot::Backend),
+            path: Cell::new(AllocPath::Backend),
+            saved: Cell::new(AllocPath::Backend),
             busy: Cell::new(0),
             own_thread: Cell::new(false),
-            pass: Cell::new(ptr::null_mut()),
+            context: Cell::new(ptr::null_mut()),
         }
     }
 }
@@ -57,25 +65,25 @@ pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R, fallback: R) -> R {
     STATE.try_with(f).unwrap_or(fallback)
 }
 
-/// The allocation path's mode on this thread.
+/// The path this thread's allocations take.
 #[inline(always)]
-pub(crate) fn hot() -> Hot {
-    with(|s| s.hot.get(), Hot::Backend)
+pub(crate) fn path() -> AllocPath {
+    with(|s| s.path.get(), AllocPath::Backend)
 }
 
-/// The mode and the running pass, in one thread-local access. The pass pointer is non-null
-/// whenever the mode is not [`Hot::Backend`].
+/// The path and the current context, in one thread-local access. The context is non-null
+/// whenever the path is not [`AllocPath::Backend`].
 #[inline(always)]
-pub(crate) fn hot_pass() -> (Hot, *mut Context) {
+pub(crate) fn path_and_context() -> (AllocPath, *mut Entered) {
     with(
-        |s| (s.hot.get(), s.pass.get()),
-        (Hot::Backend, ptr::null_mut()),
+        |s| (s.path.get(), s.context.get()),
+        (AllocPath::Backend, ptr::null_mut()),
     )
 }
 
-/// The running pass of this thread, or null.
-pub(crate) fn pass() -> *mut Context {
-    with(|s| s.pass.get(), ptr::null_mut())
+/// This thread's current context, or null.
+pub(crate) fn context() -> *mut Entered {
+    with(|s| s.context.get(), ptr::null_mut())
 }
 
 /// Whether what this thread allocates now is the allocator's own work: bookkeeping, or
@@ -101,8 +109,8 @@ pub(crate) fn mark_own_thread() {
 pub(crate) fn begin_bookkeeping(s: &ThreadState) {
     let b = s.busy.get();
     if b == 0 {
-        s.saved.set(s.hot.get());
-        s.hot.set(Hot::Backend);
+        s.saved.set(s.path.get());
+        s.path.set(AllocPath::Backend);
     }
     s.busy.set(b + 1);
 }
@@ -113,7 +121,7 @@ pub(crate) fn end_bookkeeping(s: &ThreadState) {
     let b = s.busy.get().saturating_sub(1);
     s.busy.set(b);
     if b == 0 {
-        s.hot.set(s.saved.get());
+        s.path.set(s.saved.get());
     }
 }
 
@@ -131,11 +139,11 @@ pub(crate) fn with_bookkeeping<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Sets the mode that will be in force once bookkeeping ends (now, outside bookkeeping).
-pub(crate) fn set_mode(s: &ThreadState, hot: Hot) {
+/// Sets the path that will be in force once bookkeeping ends (now, outside bookkeeping).
+pub(crate) fn set_path(s: &ThreadState, path: AllocPath) {
     if s.busy.get() == 0 {
-        s.hot.set(hot);
+        s.path.set(path);
     } else {
-        s.saved.set(hot);
+        s.saved.set(path);
     }
 }
