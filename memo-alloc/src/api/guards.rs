@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use crate::pass::context::{Context, MAX_DEPTH, UNKNOWN};
 use crate::pass::lifecycle;
-use crate::pass::{Mode, PassState};
+use crate::pass::{PassKind, PassState};
 use crate::stats::AbandonReason;
 use crate::support::thread;
 
@@ -166,7 +166,7 @@ fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
             }
         });
     }
-    if ctx.pass().mode != Mode::Replay || ctx.inst.is_null() || parent == UNKNOWN {
+    if ctx.pass().kind != PassKind::Replay || ctx.inst.is_null() || parent == UNKNOWN {
         return UNKNOWN;
     }
     // SAFETY: a replayed pass holds its plan and instance until it is finished.

@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::memory::own_blocks::Spares;
-use crate::pass::{Mode, PassState};
+use crate::pass::{PassKind, PassState};
 use crate::profiling::recorder::Recorder;
 use crate::replay::slab::compile::{CompiledPlan, Lost, Shrink, NO_SLOT};
 use crate::replay::slab::pool::Instance;
@@ -75,8 +75,8 @@ pub(crate) struct Context {
 impl Context {
     /// A context of `pass`, at `root`, taking the pass's slab and plan.
     pub(crate) fn new(serial: u64, pass: &PassState, root: u32, helper: Option<u32>) -> Context {
-        let inst = match pass.mode {
-            Mode::Replay => pass.inst(),
+        let inst = match pass.kind {
+            PassKind::Replay => pass.inst(),
             _ => std::ptr::null_mut(),
         };
         Context {

@@ -16,10 +16,10 @@
 
 use std::ptr;
 
-use crate::config::{self, Config, Mode as ConfigMode};
+use crate::config::{self, Config, Mode};
 use crate::pass::context::{self, Context, UNKNOWN};
 use crate::pass::fork;
-use crate::pass::{Mode, PassState};
+use crate::pass::{PassKind, PassState};
 use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
 use crate::profiling::recorder::{counted_lanes, Bounds, Recorder};
@@ -73,7 +73,7 @@ fn enabled_config() -> Option<&'static Config> {
     if fork::disabled() {
         return None;
     }
-    Some(config::config()).filter(|c| c.mode != ConfigMode::Off)
+    Some(config::config()).filter(|c| c.mode != Mode::Off)
 }
 
 /// Makes a pass of `key` with its main context checked in; the caller holds the owner's
@@ -120,9 +120,9 @@ fn shed_old_slabs(entry: &KeyEntry) {
 /// Profile, replay or backend for this pass of `entry`; the recorder of a profile.
 fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Option<Recorder> {
     let key: &'static str = &entry.key; // entries are never freed
-    if cfg.mode == ConfigMode::Profile {
+    if cfg.mode == Mode::Profile {
         let rec = Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg))?;
-        pass.mode = Mode::Profile;
+        pass.kind = PassKind::Profile;
         return Some(rec);
     }
     let state = entry.state();
@@ -137,7 +137,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
             shed_old_slabs(entry);
             match Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg)) {
                 Some(rec) => {
-                    pass.mode = Mode::Profile;
+                    pass.kind = PassKind::Profile;
                     return Some(rec);
                 }
                 None => {
@@ -159,7 +159,7 @@ fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Optio
     // SAFETY: the read guard keeps the plan from being freed until we registered with it.
     let s = unsafe { &*slabs };
     s.register();
-    pass.mode = Mode::Replay;
+    pass.kind = PassKind::Replay;
     pass.slabs = slabs;
     pass.plan = &s.plan;
     // A bound pass runs now; an unbound one takes its instance when first entered.
@@ -198,7 +198,7 @@ fn path_of(ctx: &Context) -> AllocPath {
         AllocPath::Backend
     } else if ctx.recorder.is_some() {
         AllocPath::Profile
-    } else if pass.mode == Mode::Replay && !ctx.inst.is_null() {
+    } else if pass.kind == PassKind::Replay && !ctx.inst.is_null() {
         AllocPath::Replay
     } else if pass.counted {
         AllocPath::Counted
@@ -276,7 +276,7 @@ pub(crate) fn enter_main(pass: &PassState) -> Option<u64> {
 /// When none can be had, this entry's allocations go to the backend, counted as misses
 /// (`NoSlab`). With the re-entrancy guard set.
 fn supply(p: &PassState, m: &mut Context) {
-    if p.mode != Mode::Replay || !m.inst.is_null() {
+    if p.kind != PassKind::Replay || !m.inst.is_null() {
         return;
     }
     // SAFETY: a replay is registered with its plan until it is finished.
@@ -303,15 +303,15 @@ pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
         return None;
     }
     pass.retain();
-    let root = match pass.mode {
-        Mode::Replay if !pass.inst().is_null() => helper_node(pass, id),
+    let root = match pass.kind {
+        PassKind::Replay if !pass.inst().is_null() => helper_node(pass, id),
         _ => 0,
     };
     let mut ctx = Context::new(next_serial(), pass, root, Some(id));
-    if pass.mode == Mode::Replay && !claim_helper(pass, root) {
+    if pass.kind == PassKind::Replay && !claim_helper(pass, root) {
         ctx.inst = ptr::null_mut(); // taken by another thread, or unknown: on the backend
     }
-    if pass.mode == Mode::Profile {
+    if pass.kind == PassKind::Profile {
         let cfg = config::config();
         let key: &'static str = pass.entry.map_or("", |e| &e.key);
         ctx.recorder = Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg));
@@ -355,7 +355,7 @@ fn claim_helper(pass: &PassState, root: u32) -> bool {
 }
 
 fn release_helper_claim(pass: &PassState, root: u32) {
-    if pass.mode == Mode::Replay && !pass.inst().is_null() && root != UNKNOWN {
+    if pass.kind == PassKind::Replay && !pass.inst().is_null() && root != UNKNOWN {
         // SAFETY: as in `claim_helper`.
         unsafe { (*pass.inst()).release_node(root) };
     }
@@ -383,11 +383,11 @@ pub(crate) fn leave(serial: u64) {
     if !c.inst.is_null() {
         release_helper_claim(p, c.root);
     }
-    c.counters.allocations = match p.mode {
-        Mode::Replay if !c.inst.is_null() => c.counters.slab_hits + c.counters.missed(),
+    c.counters.allocations = match p.kind {
+        PassKind::Replay if !c.inst.is_null() => c.counters.slab_hits + c.counters.missed(),
         _ => c.counters.allocations,
     };
-    if p.mode == Mode::Replay && c.inst.is_null() {
+    if p.kind == PassKind::Replay && c.inst.is_null() {
         // A helper the instance could not serve (another thread in it, or unknown).
         c.counters.misses[MissReason::NoSlab as usize] += c.counters.allocations;
     }
@@ -443,7 +443,7 @@ fn finish(p: &PassState) {
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
         let mc = m.counters;
-        if p.mode == Mode::Replay {
+        if p.kind == PassKind::Replay {
             // Counted on the backend: allocations made while the context had no slab
             // memory (none could be had, see `supply`).
             counters.allocations += mc.slab_hits + mc.missed() + mc.allocations;
@@ -461,10 +461,10 @@ fn finish(p: &PassState) {
         abandon = m.abandoned.or(abandon);
         recorder = m.recorder.take();
     }
-    match p.mode {
-        Mode::Profile => finish_profile(p, recorder, abandon, &counters),
-        Mode::Replay => finish_replay(p, &mut counters, abandon),
-        Mode::Backend => {
+    match p.kind {
+        PassKind::Profile => finish_profile(p, recorder, abandon, &counters),
+        PassKind::Replay => finish_replay(p, &mut counters, abandon),
+        PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
             stats::add(&GLOBAL.passes_backend, 1);
             stats::add(&GLOBAL.backend_pass_allocations, counters.allocations);
@@ -578,7 +578,7 @@ fn note_released(r: &Released) {
 /// guard set.
 pub(crate) fn park(p: &PassState) {
     let inst = p.inst();
-    if p.mode != Mode::Replay || inst.is_null() || p.bound || !p.alone() {
+    if p.kind != PassKind::Replay || inst.is_null() || p.bound || !p.alone() {
         return;
     }
     let main = p.check_out_main().cast::<Context>();

@@ -1,4 +1,4 @@
-//! The pass as a whole: its key, what it does (profile, replay or backend), its slab, and
+//! The pass as a whole: its key, its kind (profile, replay or backend), its slab, and
 //! what its contexts hand back when they leave. Shared by its contexts and its handles
 //! (reference-counted); how it starts and ends is `lifecycle.rs`.
 //!
@@ -20,7 +20,7 @@ use crate::support::sync::{plain, Ordering};
 
 /// What a pass does with its allocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub(crate) enum PassKind {
     /// Recorded, then served by the backend.
     Profile,
     /// Served from a slab (or missed, with a reason).
@@ -45,7 +45,7 @@ pub(crate) enum MainContext {}
 /// A running pass, shared by its contexts and handles (boxed; freed by the last `refs`).
 pub(crate) struct PassState {
     pub(crate) entry: Option<&'static KeyEntry>,
-    pub(crate) mode: Mode,
+    pub(crate) kind: PassKind,
     /// The plan registered with (replay), or null.
     pub(crate) slabs: *mut Slabs,
     pub(crate) plan: *const CompiledPlan,
@@ -87,12 +87,12 @@ unsafe impl Send for PassState {}
 unsafe impl Sync for PassState {}
 
 impl PassState {
-    /// A pass of `entry` (counted unless `counted` is false) that does `mode`; the owner
-    /// holds one reference and one activity.
+    /// A pass of `entry` (counted unless `counted` is false), of kind `Backend` until its
+    /// start chooses; the owner holds one reference and one activity.
     pub(crate) fn new(entry: Option<&'static KeyEntry>, counted: bool) -> PassState {
         PassState {
             entry,
-            mode: Mode::Backend,
+            kind: PassKind::Backend,
             slabs: ptr::null_mut(),
             plan: ptr::null(),
             inst: plain::AtomicPtr::new(ptr::null_mut()),
