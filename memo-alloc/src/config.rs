@@ -170,7 +170,7 @@ impl Config {
         }
         if let Ok(v) = std::env::var("MEMO_LANES") {
             match v.trim().parse::<u64>() {
-                Ok(n) if crate::replay::slab::lanes::valid_max(n) => c.lanes = n,
+                Ok(n) if crate::memory::lane_classes::valid_max(n) => c.lanes = n,
                 _ => eprintln!(
                     "memomalloc: MEMO_LANES={v:?} is not 0 or a power of two from 16 to 4096"
                 ),

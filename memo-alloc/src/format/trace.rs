@@ -359,18 +359,18 @@ impl PlanLanes {
     /// Checks the bounds a slab can honour, for a plan of `scopes` scopes; the error
     /// names the field.
     fn check(&self, scopes: usize) -> Result<(), String> {
-        if !crate::replay::slab::lanes::valid_max(self.max) {
+        if !crate::memory::lane_classes::valid_max(self.max) {
             return Err(format!(
                 "lanes.max {} is not 0 or a power of two from 16 to 4096",
                 self.max
             ));
         }
-        if self.cells.len() > crate::replay::slab::lanes::classes_below(self.max) {
+        if self.cells.len() > crate::memory::lane_classes::classes_below(self.max) {
             return Err(format!(
                 "lanes.cells has {} classes, lanes of {} bytes have {}",
                 self.cells.len(),
                 self.max,
-                crate::replay::slab::lanes::classes_below(self.max)
+                crate::memory::lane_classes::classes_below(self.max)
             ));
         }
         if self.requests > MAX_LANE_REQUESTS {
@@ -382,12 +382,12 @@ impl PlanLanes {
         if let Some(k) = self
             .cells
             .iter()
-            .position(|&c| c > crate::replay::slab::lanes::MAX_CELLS)
+            .position(|&c| c > crate::memory::lane_classes::MAX_CELLS)
         {
             return Err(format!(
                 "lanes.cells[{k}] = {} exceeds {}",
                 self.cells[k],
-                crate::replay::slab::lanes::MAX_CELLS
+                crate::memory::lane_classes::MAX_CELLS
             ));
         }
         self.check_escapes(scopes)
@@ -411,7 +411,7 @@ impl PlanLanes {
                 ));
             }
             if !e.cell.is_power_of_two()
-                || e.cell < crate::replay::slab::lanes::cell_size(0)
+                || e.cell < crate::memory::lane_classes::cell_size(0)
                 || e.cell > self.max
             {
                 return Err(format!(
@@ -433,7 +433,7 @@ impl PlanLanes {
     pub fn bytes(&self) -> u64 {
         (0..)
             .zip(&self.cells)
-            .map(|(k, &c)| crate::replay::slab::lanes::cell_size(k) * c as u64)
+            .map(|(k, &c)| crate::memory::lane_classes::cell_size(k) * c as u64)
             .sum()
     }
 }

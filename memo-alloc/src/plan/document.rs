@@ -15,7 +15,7 @@ use crate::format::trace::{
     contexts_of, plan_align, Chain, PlanFile, PlanLanes, PlanSlot, Seen, Trace, FORMAT_VERSION,
     MAX_PLANNED_ALIGN, PLAN_FORMAT,
 };
-use crate::plan::lane_sizing::{lane_classes, lane_of, plan_lanes};
+use crate::plan::lane_sizing::{lane_of, plan_lanes, record_classes};
 use crate::profiling::profile::{Profile, Record, LIVE, NONE};
 
 impl Trace {
@@ -153,7 +153,7 @@ pub(crate) fn plan_profile(
     lanes: &PlanLanes,
     give_back: impl FnOnce(Vec<Record>),
 ) -> PlanFile {
-    let lane = lane_classes(&profile.records, lanes.max);
+    let lane = record_classes(&profile.records, lanes.max);
     let mut keys = slot_keys(&profile, seen, &lane);
     fold_chains(&mut profile.records);
     let lanes = plan_lanes(&profile, &lane, lanes);

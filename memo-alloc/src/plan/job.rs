@@ -87,7 +87,7 @@ pub(crate) fn plan_profile(job: Job, cfg: &Config) {
 /// The lanes a new plan starts from: the configured bound, and the previous plan's cells
 /// when it had the same bound (not its escapes: lane ordinals are the profile's own).
 fn lanes_after(
-    previous: Option<&crate::replay::slab::lanes::LaneLayout>,
+    previous: Option<&crate::replay::slab::cells::LaneLayout>,
     cfg: &Config,
 ) -> PlanLanes {
     let cells = previous

@@ -6,20 +6,20 @@
 //! the same plan.
 
 use crate::format::trace::{contexts_of, LaneEscape, PlanLanes, MAX_LANE_REQUESTS};
+use crate::memory::lane_classes;
 use crate::profiling::profile::{Profile, Record, LIVE, NONE};
-use crate::replay::slab::lanes;
 
 /// Per record, `1 + k` when its request takes a lane cell of class `k` in replay (an
 /// allocation, not a realloc, of at most `max` bytes, size and alignment), else 0; empty
 /// when `max` is 0 (no lanes). Taken before the fold raises the roots' sizes.
-pub(crate) fn lane_classes(records: &[Record], max: u64) -> Vec<u8> {
+pub(crate) fn record_classes(records: &[Record], max: u64) -> Vec<u8> {
     if max == 0 {
         return Vec::new();
     }
     records
         .iter()
         .map(|r| match r.ordinal() {
-            Some(_) => lanes::class_of(r.size, r.align(), max).map_or(0, |k| k as u8 + 1),
+            Some(_) => lane_classes::class_of(r.size, r.align(), max).map_or(0, |k| k as u8 + 1),
             None => 0,
         })
         .collect()
@@ -47,7 +47,7 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
         return PlanLanes::default();
     }
     let (context_of, _) = contexts_of(&profile.scopes);
-    let classes = lanes::classes_below(max);
+    let classes = lane_classes::classes_below(max);
     // The recorded chains' stays in cells, by context and class.
     let mut groups: Vec<((u32, usize), Stay)> = stays(&profile.records, lane, max)
         .into_iter()
@@ -68,7 +68,7 @@ pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) ->
     let cells = cells
         .iter()
         .zip(earlier.cells.iter().chain(std::iter::repeat(&0)))
-        .map(|(&n, &e)| (n.min(lanes::MAX_CELLS as u64) as u32).max(e))
+        .map(|(&n, &e)| (n.min(lane_classes::MAX_CELLS as u64) as u32).max(e))
         .collect();
     let recorded = lane.iter().filter(|&&k| k > 0).count() as u64;
     let requests = (profile.lanes.requests + recorded).min(MAX_LANE_REQUESTS);
@@ -104,7 +104,7 @@ fn lane_escapes(profile: &Profile, lane: &[u8]) -> Vec<LaneEscape> {
             escapes.push(LaneEscape {
                 scope: r.scope,
                 ordinal: *n,
-                cell: lanes::cell_size(k),
+                cell: lane_classes::cell_size(k),
             });
         }
         *n += 1;
@@ -155,7 +155,7 @@ fn stays(records: &[Record], lane: &[u8], max: u64) -> Vec<Stay> {
         let Some((k, from)) = open[root as usize] else {
             continue; // on the backend since it left the lanes
         };
-        if r.size <= lanes::cell_size(k) {
+        if r.size <= lane_classes::cell_size(k) {
             continue; // grows (or shrinks) in place
         }
         out.push(Stay {
@@ -164,7 +164,7 @@ fn stays(records: &[Record], lane: &[u8], max: u64) -> Vec<Stay> {
             from,
             to: r.alloc,
         });
-        open[root as usize] = lanes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
+        open[root as usize] = lane_classes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
     }
     for (root, stay) in (0u32..).zip(open) {
         if let Some((class, from)) = stay {

@@ -28,7 +28,7 @@ pub(crate) fn seen_in(profile: &Profile, old: &CompiledPlan) -> Vec<Option<Seen>
         if a.ordinal().is_none() {
             continue; // a realloc continues its chain's key
         }
-        if crate::replay::slab::lanes::class_of(a.size, a.align(), old.lanes.max).is_some() {
+        if crate::memory::lane_classes::class_of(a.size, a.align(), old.lanes.max).is_some() {
             continue; // took a lane cell, not a slot
         }
         let Some(node) = node_of.get(a.scope as usize).copied().flatten() else {

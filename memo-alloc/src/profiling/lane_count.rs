@@ -18,7 +18,7 @@
 use std::collections::TryReserveError;
 
 use crate::format::trace::LaneEscape;
-use crate::replay::slab::lanes::{self, CLASSES};
+use crate::memory::lane_classes::{self, CLASSES};
 use crate::stats::AbandonReason;
 use crate::support::fallible::try_grow;
 
@@ -95,7 +95,7 @@ impl LaneCount {
 
     /// The class of a request of `size` bytes aligned to `align`, if it is counted.
     pub(crate) fn class_of(&self, size: u64, align: u64) -> Option<usize> {
-        lanes::class_of(size, align, self.max)
+        lane_classes::class_of(size, align, self.max)
     }
 
     /// Adds the recorder's next scope.
@@ -147,12 +147,12 @@ impl LaneCount {
             debug_assert!(false, "a lane mark without its entry");
             return;
         };
-        if e.class == LEFT || size <= lanes::cell_size(e.class as usize) {
+        if e.class == LEFT || size <= lane_classes::cell_size(e.class as usize) {
             return; // on the backend already, or in place
         }
         let k = e.class as usize;
         self.live[k] = self.live[k].saturating_sub(1);
-        match lanes::class_of(size, align, self.max) {
+        match lane_classes::class_of(size, align, self.max) {
             Some(k) => {
                 e.class = k as u8;
                 self.live[k] += 1;
@@ -182,7 +182,7 @@ impl LaneCount {
 
     /// The counts at the pass's end: what still is live escaped.
     pub(crate) fn finish(&mut self) -> Result<CountedLanes, TryReserveError> {
-        let classes = lanes::classes_below(self.max);
+        let classes = lane_classes::classes_below(self.max);
         let mut cells = Vec::new();
         cells.try_reserve_exact(classes)?;
         cells.extend((0..classes).map(|k| self.most[k].saturating_add(self.live[k])));
@@ -195,7 +195,7 @@ impl LaneCount {
         escapes.extend(live.map(|e| LaneEscape {
             scope: e.scope,
             ordinal: e.ordinal,
-            cell: lanes::cell_size(e.first as usize),
+            cell: lane_classes::cell_size(e.first as usize),
         }));
         escapes.sort_unstable_by_key(|e| (e.scope, e.ordinal));
         let counted = self.max > 0;

@@ -82,12 +82,12 @@
 
 use std::alloc::Layout;
 
+use crate::memory::lane_classes;
 use crate::pass::context::Context;
 use crate::replay::slab::compile::{
     CompiledPlan, Cursor, Lost, RunStart, Shrink, Slot, AGREE, ANCHOR, BACK, NO_SLOT, PLANNED,
     RUN_GAP,
 };
-use crate::replay::slab::lanes;
 use crate::replay::slab::pool::{Instance, BLOCK_SHIFT, EMPTY};
 use crate::stats::MissReason;
 use crate::support::sync::{AtomicU32, Ordering};
@@ -446,7 +446,7 @@ pub(crate) unsafe fn alloc(pass: &mut Context, layout: Layout) -> Result<*mut u8
     let size = layout.size() as u64;
     // SAFETY: the pass holds its plan and instance until it ends.
     let (plan, inst) = unsafe { (&*pass.plan, &*pass.inst) };
-    if let Some(class) = lanes::class_of(size, layout.align() as u64, plan.lanes.max) {
+    if let Some(class) = lane_classes::class_of(size, layout.align() as u64, plan.lanes.max) {
         return lane_alloc(pass, plan, inst, class, size);
     }
     // The hit path: rule 1, the next slot matches (a pending candidate, if any, is
@@ -997,7 +997,7 @@ pub(crate) unsafe fn lane_grow(
     if !std::ptr::eq(inst, pass.inst) {
         return None;
     }
-    let class = lanes::class_of(new_size as u64, layout.align() as u64, plan.lanes.max)?;
+    let class = lane_classes::class_of(new_size as u64, layout.align() as u64, plan.lanes.max)?;
     let to = (inst.lanes.alloc(&plan.lanes, class))
         .or_else(|| inst.lanes.alloc_above(&plan.lanes, class))?;
     debug_assert!(to + new_size as u64 <= plan.lanes.bytes && layout.size() < new_size);

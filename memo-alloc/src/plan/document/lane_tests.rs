@@ -3,11 +3,11 @@
 //! escaping lane requests are listed.
 
 use crate::format::trace::{LaneEscape, PlanLanes};
+use crate::memory::lane_classes;
 use crate::plan::document::plan_profile;
-use crate::plan::lane_sizing::{lane_classes, lane_of};
+use crate::plan::lane_sizing::{lane_of, record_classes};
 use crate::profiling::profile::{Profile, LIVE};
 use crate::profiling::recorder::{Bounds, Recorder};
-use crate::replay::slab::lanes;
 use memo_planner::OffsetStrategy;
 use proptest::prelude::*;
 
@@ -108,7 +108,7 @@ fn chain_ends(p: &Profile) -> Vec<u64> {
 /// lanes), until the chain ends (one never freed or lost for good: never); at each start
 /// of a stay, the stays of its class live, most of them at once, plus those never ended.
 fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
-    let lane = lane_classes(&p.records, max);
+    let lane = record_classes(&p.records, max);
     let end = chain_ends(p);
     let mut next = vec![None; p.records.len()];
     for (i, r) in p.records.iter().enumerate() {
@@ -126,9 +126,9 @@ fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
         let mut m = next[root];
         while let Some(i) = m {
             let r = &p.records[i];
-            if let Some((k, from)) = at.filter(|&(k, _)| r.size > lanes::cell_size(k)) {
+            if let Some((k, from)) = at.filter(|&(k, _)| r.size > lane_classes::cell_size(k)) {
                 stays.push((k, from, r.alloc));
-                at = lanes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
+                at = lane_classes::class_of(r.size, r.align(), max).map(|k| (k, r.alloc));
             }
             m = next[i];
         }
@@ -136,7 +136,7 @@ fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
             stays.push((k, from, end[root]));
         }
     }
-    let mut cells = vec![0u32; lanes::classes_below(max)];
+    let mut cells = vec![0u32; lane_classes::classes_below(max)];
     for (k, n) in cells.iter_mut().enumerate() {
         let of_k: Vec<(u64, u64)> = stays
             .iter()
@@ -157,7 +157,7 @@ fn cells_by_brute_force(p: &Profile, max: u64) -> Vec<u32> {
 /// The lane requests whose chains escape, worked out afresh: each scope's lane requests
 /// numbered in order, those whose chains never end.
 fn escapes_by_brute_force(p: &Profile, max: u64) -> Vec<LaneEscape> {
-    let lane = lane_classes(&p.records, max);
+    let lane = record_classes(&p.records, max);
     let end = chain_ends(p);
     let mut escapes = Vec::new();
     for scope in 0..p.scopes.len() as u32 {
@@ -169,7 +169,7 @@ fn escapes_by_brute_force(p: &Profile, max: u64) -> Vec<LaneEscape> {
                 escapes.push(LaneEscape {
                     scope,
                     ordinal,
-                    cell: lanes::cell_size(k),
+                    cell: lane_classes::cell_size(k),
                 });
             }
         }
@@ -202,7 +202,7 @@ proptest! {
         max in prop_oneof![Just(16u64), Just(64), Just(256)],
     ) {
         let profile = record(&steps, 0);
-        let lane = lane_classes(&profile.records, max);
+        let lane = record_classes(&profile.records, max);
         let keyed: Vec<(u32, u64)> = (0u32..)
             .zip(&profile.records)
             .filter(|&(i, r)| r.ordinal().is_some() && lane_of(&lane, i).is_none())

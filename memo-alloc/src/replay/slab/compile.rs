@@ -19,7 +19,7 @@
 //! A plan document may come from anywhere (`MEMO_PLAN_DIR`), so nothing in it is trusted:
 //! every count is bounded before a table is sized from it, and every table is linear in
 //! the document, but for the lanes' bitmaps: one bit per cell of a count the document
-//! states, at most `lanes::MAX_CELLS` a class (at most 19 MB an instance). A hand-out and
+//! states, at most `lane_classes::MAX_CELLS` a class (at most 19 MB an instance). A hand-out and
 //! a free touch one word per group the slot covers, which can be quadratic in a plan
 //! whose slots overlap heavily in address (each slot over many others' starts); past a
 //! linear budget, compilation *demotes* the most expensive slots (their allocations are
@@ -31,8 +31,8 @@ use std::fmt;
 use crate::format::trace::PlanFile;
 use crate::memory::geometry::offset_align;
 use crate::replay::skips::Skips;
+use crate::replay::slab::cells::LaneLayout;
 use crate::replay::slab::group_index::GroupIndex;
-use crate::replay::slab::lanes::LaneLayout;
 use crate::support::hash::name_hash;
 use crate::support::sync::{AtomicU32, AtomicU8, Ordering};
 
@@ -341,7 +341,7 @@ fn lane_escapes(file: &PlanFile, scopes: &Scopes<'_>) -> Box<[LaneEscapeAt]> {
             Some(LaneEscapeAt {
                 node: *scopes.node_of.get(e.scope as usize)?,
                 ordinal: e.ordinal,
-                class: crate::replay::slab::lanes::class_of(e.cell, 1, file.lanes.max)? as u8,
+                class: crate::memory::lane_classes::class_of(e.cell, 1, file.lanes.max)? as u8,
             })
         })
         .collect();

@@ -1,6 +1,6 @@
 //! Compiled plans and their slab instances.
 
+pub(crate) mod cells;
 pub(crate) mod compile;
 pub(crate) mod group_index;
-pub(crate) mod lanes;
 pub(crate) mod pool;
