@@ -84,38 +84,14 @@ use std::alloc::Layout;
 
 use crate::memory::lane_classes;
 use crate::pass::context::Context;
-use crate::replay::slab::compile::{
-    CompiledPlan, Cursor, Lost, RunStart, Shrink, Slot, AGREE, ANCHOR, BACK, NO_SLOT, PLANNED,
-    RUN_GAP,
-};
+use crate::replay::slab::compile::{CompiledPlan, Slot, PLANNED};
 use crate::replay::slab::pool::{Instance, BLOCK_SHIFT, EMPTY};
+use crate::replay::state::{
+    At, Cursor, Lost, RunStart, Shrink, AGREE, ANCHOR, BACK, BEHIND, LONG_WINDOW, NO_SLOT,
+    RECHECKS, RUN_GAP, SHRINK, SHRINK_CONFIRMED, WINDOW,
+};
 use crate::stats::MissReason;
 use crate::support::sync::{AtomicU32, Ordering};
-
-/// How far ahead an unmatched request looks for its slot.
-pub(crate) const WINDOW: u32 = 16;
-
-/// How far ahead an anchored search (rule 7) looks.
-pub(crate) const LONG_WINDOW: u32 = 4096;
-
-/// Places found in a run that the next anchor checks [`ANCHOR`] misses later, at most
-/// (rule 7); after them, a search that does not take a place doubles the wait.
-const RECHECKS: u32 = 4;
-
-/// How far behind the cursor an anchored search (rule 7) looks: a wrong jump (rule 4
-/// confirms a candidate at most [`WINDOW`] ahead, by chance) leaves the cursor ahead of
-/// the program, whose place is then behind it.
-pub(crate) const BEHIND: u32 = 4 * WINDOW;
-
-/// A request at most this many times smaller than a slot's smallest seen size is a
-/// probe of a smaller shape (rule 5).
-const SHRINK: u64 = 2;
-
-/// In a pass confirmed to be of a smaller shape, a request at most this many times
-/// smaller than a slot's smallest seen size takes it (quadratic buffers of a power-of-two
-/// bucket's shapes are down to a quarter). Shapes smaller still match once a profile of
-/// them was merged into the plan (which widens the slots' seen ranges).
-const SHRINK_CONFIRMED: u64 = 8;
 
 /// Whether `slot` matches a request of `size` bytes.
 #[inline(always)]
@@ -419,17 +395,6 @@ fn anchored(slots: &[Slot], cursor: &Cursor, size: u64, lost: &mut Lost, at: At)
         lost.missed[ANCHOR - 2] = (size, at.request);
     }
     found
-}
-
-/// Where a request stands in its pass: its node, the pass's hits so far and its index
-/// among the pass's requests.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct At {
-    pub(crate) node: u32,
-    pub(crate) hits: u64,
-    pub(crate) request: u64,
-    /// The plan's lane bound: requests of at most this many bytes take lane cells.
-    pub(crate) lane_max: u64,
 }
 
 /// Tries to serve `layout` from the pass's slab. On a miss, the cursor as it was before

@@ -3,5 +3,6 @@
 mod hit;
 pub(crate) mod skips;
 pub(crate) mod slab;
+pub(crate) mod state;
 
 pub(crate) use hit::*;

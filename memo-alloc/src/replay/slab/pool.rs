@@ -35,7 +35,8 @@ use std::ptr;
 use crate::memory::blocks::{self, Block, Fit};
 use crate::memory::region;
 use crate::replay::slab::cells::LaneCells;
-use crate::replay::slab::compile::{CompiledPlan, Cursor};
+use crate::replay::slab::compile::CompiledPlan;
+use crate::replay::state::Cursor;
 use crate::support::fallible::{try_box, try_boxed_slice};
 use crate::support::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, OwnerCell};
 
