@@ -132,7 +132,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     ) -> *mut u8 {
         if std::thread::panicking() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(pass) };
+            unsafe { replay::undo(&mut pass.replay) };
             thread::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
             // SAFETY: forwarded.
             return unsafe { self.backend_alloc(layout, zeroed) };
@@ -141,7 +141,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(pass) };
+            unsafe { replay::undo(&mut pass.replay) };
             return ptr;
         }
         pass.counters.miss(miss, layout.size() as u64);
@@ -181,7 +181,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             // SAFETY: `path == Replay`: this thread's running pass; `ptr` is a live slab
             // pointer that outgrew its place.
             if let Some(new) =
-                unsafe { replay::lane_grow(&mut *pass, owner, ptr, layout, new_size) }
+                unsafe { replay::lane_grow(&mut (*pass).replay, owner, ptr, layout, new_size) }
             {
                 return new; // a lane chain moved to a larger cell
             }

@@ -166,11 +166,11 @@ fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
             }
         });
     }
-    if ctx.pass().kind != PassKind::Replay || ctx.inst.is_null() || parent == UNKNOWN {
+    if ctx.pass().kind != PassKind::Replay || !ctx.replay.has_slab() || parent == UNKNOWN {
         return UNKNOWN;
     }
     // SAFETY: a replayed pass holds its plan and instance until it is finished.
-    let (plan, inst) = unsafe { (&*ctx.plan, &*ctx.inst) };
+    let (plan, inst) = unsafe { (&*ctx.replay.plan, &*ctx.replay.inst) };
     let Some((base, count)) = plan.scope_group(parent, name) else {
         return UNKNOWN;
     };

@@ -16,9 +16,7 @@ use std::ptr;
 use crate::memory::own_blocks::Spares;
 use crate::pass::{PassKind, PassState};
 use crate::profiling::recorder::Recorder;
-use crate::replay::slab::compile::CompiledPlan;
-use crate::replay::slab::pool::Instance;
-use crate::replay::state::{Lost, Shrink, NO_SLOT};
+use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::stats::{AbandonReason, PassCounters};
 use crate::support::fallible::try_box;
 use crate::support::thread;
@@ -33,24 +31,13 @@ pub(crate) const MAX_DEPTH: usize = 64;
 /// One thread's context of a pass (boxed; the thread state points to the current one).
 /// Fields the allocation path reads come first.
 pub(crate) struct Context {
-    /// The slab instance of the pass (replay), or null.
-    pub(crate) inst: *mut Instance,
-    pub(crate) plan: *const CompiledPlan,
-    /// The base of the instance's slots' block (null: none).
-    pub(crate) base: *mut u8,
-    /// The base of the instance's lane block (null: none).
-    pub(crate) lane_base: *mut u8,
+    /// The replay of the pass in this context: its slab instance (null outside replay, or
+    /// when none could be had) and its matching's state.
+    pub(crate) replay: Replayer,
     /// The innermost scope node (the top of the op stack, `root` outside ops), kept here
     /// so the allocation path reads it without touching the stack.
     pub(crate) node: u32,
     pub(crate) counters: PassCounters,
-    /// The node, and its cursor's `next` and `pending`, as they were before the last
-    /// missed request (see `replay::undo`).
-    pub(crate) undo: (u32, u32, u32),
-    /// Whether this replay is of a smaller shape than its plan's (see `replay`).
-    pub(crate) shrink: Shrink,
-    /// The requests missed in a row, for re-synchronising (`replay.rs`, rule 7).
-    pub(crate) lost: Lost,
     /// Identity: unique in the process, so a guard can tell its context from a later one.
     pub(crate) serial: u64,
     /// The pass this is a context of.
@@ -81,17 +68,11 @@ impl Context {
             _ => std::ptr::null_mut(),
         };
         Context {
-            inst,
-            plan: pass.plan,
-            // SAFETY: a replayed pass holds its instance until it is finished.
-            base: unsafe { inst.as_ref() }.map_or(std::ptr::null_mut(), Instance::base),
-            // SAFETY: as above.
-            lane_base: unsafe { inst.as_ref() }.map_or(std::ptr::null_mut(), Instance::lane_base),
+            // SAFETY: a replayed pass holds its instance, with its blocks, until it is
+            // finished.
+            replay: unsafe { Replayer::new(inst, pass.plan) },
             node: root,
             counters: PassCounters::default(),
-            undo: (UNKNOWN, NO_SLOT, NO_SLOT),
-            shrink: Shrink::Off,
-            lost: Lost::default(),
             serial,
             pass,
             prev: std::ptr::null_mut(),
@@ -142,6 +123,23 @@ impl Context {
     pub(crate) fn pop_to(&mut self, depth: u32) {
         self.depth = self.depth.min(depth);
         self.node = self.top();
+    }
+}
+
+impl ReplayContext for Context {
+    #[inline(always)]
+    fn replayer(&mut self) -> &mut Replayer {
+        &mut self.replay
+    }
+
+    #[inline(always)]
+    fn node(&self) -> u32 {
+        self.node
+    }
+
+    #[inline(always)]
+    fn counters(&mut self) -> &mut PassCounters {
+        &mut self.counters
     }
 }
 

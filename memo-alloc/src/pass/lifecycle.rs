@@ -198,7 +198,7 @@ fn path_of(ctx: &Context) -> AllocPath {
         AllocPath::Backend
     } else if ctx.recorder.is_some() {
         AllocPath::Profile
-    } else if pass.kind == PassKind::Replay && !ctx.inst.is_null() {
+    } else if pass.kind == PassKind::Replay && ctx.replay.has_slab() {
         AllocPath::Replay
     } else if pass.counted {
         AllocPath::Counted
@@ -276,7 +276,7 @@ pub(crate) fn enter_main(pass: &PassState) -> Option<u64> {
 /// When none can be had, this entry's allocations go to the backend, counted as misses
 /// (`NoSlab`). With the re-entrancy guard set.
 fn supply(p: &PassState, m: &mut Context) {
-    if p.kind != PassKind::Replay || !m.inst.is_null() {
+    if p.kind != PassKind::Replay || m.replay.has_slab() {
         return;
     }
     // SAFETY: a replay is registered with its plan until it is finished.
@@ -291,9 +291,8 @@ fn supply(p: &PassState, m: &mut Context) {
     } else if !unsafe { slabs.unpark(inst) } {
         return;
     }
-    m.inst = inst;
     // SAFETY: held by the pass, with its blocks.
-    (m.base, m.lane_base) = unsafe { ((*inst).base(), (*inst).lane_base()) };
+    unsafe { m.replay.attach(inst) };
 }
 
 /// Enters helper context `id` of `pass` on this thread (with the re-entrancy guard set);
@@ -309,7 +308,7 @@ pub(crate) fn enter_helper(pass: &PassState, id: u32) -> Option<u64> {
     };
     let mut ctx = Context::new(next_serial(), pass, root, Some(id));
     if pass.kind == PassKind::Replay && !claim_helper(pass, root) {
-        ctx.inst = ptr::null_mut(); // taken by another thread, or unknown: on the backend
+        ctx.replay.detach(); // taken by another thread, or unknown: on the backend
     }
     if pass.kind == PassKind::Profile {
         let cfg = config::config();
@@ -380,14 +379,14 @@ pub(crate) fn leave(serial: u64) {
     // SAFETY: a helper context was boxed by `enter_helper` and is now this thread's
     // alone (popped); `unboxed` below is its end.
     let c = unsafe { &mut *ctx };
-    if !c.inst.is_null() {
+    if c.replay.has_slab() {
         release_helper_claim(p, c.root);
     }
     c.counters.allocations = match p.kind {
-        PassKind::Replay if !c.inst.is_null() => c.counters.slab_hits + c.counters.missed(),
+        PassKind::Replay if c.replay.has_slab() => c.counters.slab_hits + c.counters.missed(),
         _ => c.counters.allocations,
     };
-    if p.kind == PassKind::Replay && c.inst.is_null() {
+    if p.kind == PassKind::Replay && !c.replay.has_slab() {
         // A helper the instance could not serve (another thread in it, or unknown).
         c.counters.misses[MissReason::NoSlab as usize] += c.counters.allocations;
     }
@@ -588,10 +587,8 @@ pub(crate) fn park(p: &PassState) {
     };
     // SAFETY: the pass holds `inst` and is registered with its plan until it is
     // finished; alone and between polls, nobody hands out its slots.
-    if !m.inst.is_null() && unsafe { (*p.slabs).park(inst) } {
-        m.inst = ptr::null_mut();
-        m.base = ptr::null_mut();
-        m.lane_base = ptr::null_mut();
+    if m.replay.has_slab() && unsafe { (*p.slabs).park(inst) } {
+        m.replay.detach();
         stats::add(&GLOBAL.parks, 1);
     }
     p.check_in_main(main.cast());

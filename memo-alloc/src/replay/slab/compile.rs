@@ -117,6 +117,13 @@ impl Slot {
         self.min_size as u64
     }
 
+    /// Whether a request of `size` bytes matches the slot: its size lies in the slot's
+    /// seen range.
+    #[inline(always)]
+    pub(crate) fn matches(&self, size: u64) -> bool {
+        size <= self.size && size >= self.min_size()
+    }
+
     /// The largest alignment the slot's address is guaranteed to have.
     #[inline(always)]
     pub(crate) fn max_align(&self) -> u64 {
