@@ -47,7 +47,8 @@ use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
 use crate::replay;
 use crate::replay::slab::compile::{CompiledPlan, Slot};
-use crate::replay::slab::pool::{Instance, Slabs};
+use crate::replay::slab::instance::Instance;
+use crate::replay::slab::pool::Slabs;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     // One model at a time: the models share the process's region and idle lists, so two
@@ -431,7 +432,7 @@ fn pool() {
             for g in 0..2u32 {
                 let live = (*i).occupant[g as usize].load(crate::support::sync::Ordering::Acquire);
                 // A live slot is in every group it covers: free it at its first.
-                if live != crate::replay::slab::pool::EMPTY
+                if live != crate::replay::slab::instance::EMPTY
                     && slabs.plan.slots[live as usize].group == g
                 {
                     let off = slabs.plan.slots[live as usize].offset as usize;

@@ -543,7 +543,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
         // here, and every context left.
         let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
         note_released(&released);
-        if !p.bound && crate::replay::slab::pool::lends_pending() {
+        if !p.bound && crate::replay::slab::instance::lends_pending() {
             registry::lend_idle_blocks();
         }
     }

@@ -14,7 +14,8 @@ use std::ptr;
 use crate::profiling::recorder::Recorder;
 use crate::registry::KeyEntry;
 use crate::replay::slab::compile::CompiledPlan;
-use crate::replay::slab::pool::{Instance, Slabs};
+use crate::replay::slab::instance::Instance;
+use crate::replay::slab::pool::Slabs;
 use crate::stats::{AbandonReason, PassCounters, MISS_REASONS};
 use crate::support::sync::{plain, Ordering};
 

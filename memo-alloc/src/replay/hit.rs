@@ -10,7 +10,7 @@ use crate::memory::lane_classes;
 use crate::replay::matching::take;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::replay::slab::compile::{CompiledPlan, Slot, PLANNED};
-use crate::replay::slab::pool::{Instance, BLOCK_SHIFT, EMPTY};
+use crate::replay::slab::instance::{Instance, BLOCK_SHIFT, EMPTY};
 use crate::replay::state::{At, NO_SLOT};
 use crate::stats::MissReason;
 use crate::support::sync::{AtomicU32, Ordering};

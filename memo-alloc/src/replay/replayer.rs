@@ -3,7 +3,7 @@
 //! context ([`ReplayContext`]).
 
 use crate::replay::slab::compile::CompiledPlan;
-use crate::replay::slab::pool::Instance;
+use crate::replay::slab::instance::Instance;
 use crate::replay::state::{Lost, Shrink, NO_SLOT};
 use crate::stats::PassCounters;
 

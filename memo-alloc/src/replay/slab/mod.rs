@@ -3,4 +3,5 @@
 pub(crate) mod cells;
 pub(crate) mod compile;
 pub(crate) mod group_index;
+pub(crate) mod instance;
 pub(crate) mod pool;
