@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use super::MemoAlloc;
 use crate::memory::{own_blocks, region};
+use crate::pass::abandon_running;
 use crate::pass::context::Context;
-use crate::pass::lifecycle;
 use crate::replay;
 use crate::stats::{AbandonReason, MissReason};
 use crate::support::thread::{self, AllocPath};
@@ -133,7 +133,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if std::thread::panicking() {
             // SAFETY: right after the miss, on the pass's thread.
             unsafe { replay::undo(&mut pass.replay) };
-            thread::with_bookkeeping(|| lifecycle::abandon_running(pass, AbandonReason::Panic));
+            thread::with_bookkeeping(|| abandon_running(pass, AbandonReason::Panic));
             // SAFETY: forwarded.
             return unsafe { self.backend_alloc(layout, zeroed) };
         }

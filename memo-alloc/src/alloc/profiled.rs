@@ -5,8 +5,8 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use super::MemoAlloc;
 use crate::memory::own_blocks;
+use crate::pass::abandon_running;
 use crate::pass::context::{self, Context};
-use crate::pass::lifecycle;
 use crate::stats::AbandonReason;
 use crate::support::thread;
 
@@ -42,7 +42,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
                 None => Ok(()),
             };
             if let Err(reason) = recorded {
-                lifecycle::abandon_running(pass, reason);
+                abandon_running(pass, reason);
             }
         });
         ptr
@@ -133,7 +133,7 @@ pub(super) fn record_dealloc(ptr: *mut u8) {
     if let Some(pass) = unsafe { p.as_mut() } {
         thread::with_bookkeeping(|| {
             if let Some(Err(reason)) = pass.recorder.as_mut().map(|r| r.on_dealloc(ptr)) {
-                lifecycle::abandon_running(pass, reason);
+                abandon_running(pass, reason);
             }
         });
     }
@@ -152,7 +152,7 @@ pub(super) fn record_realloc(old: *mut u8, new: *mut u8, size: usize, align: usi
                 .as_mut()
                 .map(|r| r.on_realloc(old, new, size as u64, align as u64));
             if let Some(Err(reason)) = recorded {
-                lifecycle::abandon_running(pass, reason);
+                abandon_running(pass, reason);
             }
         });
     }

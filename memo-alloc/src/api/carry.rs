@@ -66,8 +66,8 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::{Context as TaskContext, Poll};
 
-use crate::pass::lifecycle;
 use crate::pass::PassState;
+use crate::pass::{create, end, enter_helper, enter_main, leave, park};
 use crate::stats::AbandonReason;
 use crate::support::thread;
 
@@ -79,7 +79,7 @@ pub struct PassHandle {
 }
 
 // SAFETY: the pass is shared through atomics (its contexts are entered by one thread at a
-// time, through `lifecycle`), and kept alive by the handle's reference.
+// time, through `pass`), and kept alive by the handle's reference.
 unsafe impl Send for PassHandle {}
 // SAFETY: as above.
 unsafe impl Sync for PassHandle {}
@@ -94,7 +94,7 @@ impl PassHandle {
     /// the guard drops. Does nothing once the pass has ended.
     pub fn enter(&self, id: usize) -> EnterGuard {
         let id = u32::try_from(id).unwrap_or(u32::MAX);
-        let context = thread::with_bookkeeping(|| lifecycle::enter_helper(self.state(), id));
+        let context = thread::with_bookkeeping(|| enter_helper(self.state(), id));
         EnterGuard {
             context,
             _not_send: PhantomData,
@@ -123,7 +123,7 @@ impl Clone for PassHandle {
 impl Drop for PassHandle {
     fn drop(&mut self) {
         if self.state().release() {
-            // SAFETY: the last reference; the pass was boxed by `lifecycle`.
+            // SAFETY: the last reference; the pass was boxed by `pass::start`.
             thread::with_bookkeeping(|| drop(unsafe { Box::from_raw(self.pass.as_ptr()) }));
         }
     }
@@ -158,7 +158,7 @@ pub struct EnterGuard {
 impl Drop for EnterGuard {
     fn drop(&mut self) {
         if let Some(serial) = self.context {
-            thread::with_bookkeeping(|| lifecycle::leave(serial));
+            thread::with_bookkeeping(|| leave(serial));
         }
     }
 }
@@ -180,7 +180,7 @@ impl Pass {
     /// Starts a pass of `key` (profiled, replayed or on the backend, as `pass()` decides),
     /// entered by no thread yet.
     pub fn new(key: &str) -> Pass {
-        let pass = thread::with_bookkeeping(|| lifecycle::create(key));
+        let pass = thread::with_bookkeeping(|| create(key));
         Pass {
             pass: pass.and_then(|p| NonNull::new(p.cast_mut())),
             cancelled: false,
@@ -192,7 +192,7 @@ impl Pass {
     pub fn enter(&self) -> EnterGuard {
         let context = self.pass.and_then(|p| {
             // SAFETY: the owner's reference keeps the pass alive.
-            thread::with_bookkeeping(|| lifecycle::enter_main(unsafe { p.as_ref() }))
+            thread::with_bookkeeping(|| enter_main(unsafe { p.as_ref() }))
         });
         EnterGuard {
             context,
@@ -201,12 +201,12 @@ impl Pass {
     }
 
     /// Between polls: gives the pass's slab memory back if nothing of it is live (see
-    /// `lifecycle::park`; entering takes memory again). `&mut`: no other thread can reach
+    /// `pass::park`; entering takes memory again). `&mut`: no other thread can reach
     /// the pass meanwhile.
     fn park(&mut self) {
         if let Some(p) = self.pass {
             // SAFETY: the owner's reference keeps the pass alive.
-            thread::with_bookkeeping(|| lifecycle::park(unsafe { p.as_ref() }));
+            thread::with_bookkeeping(|| park(unsafe { p.as_ref() }));
         }
     }
 
@@ -232,7 +232,7 @@ impl Pass {
     /// Ends the pass now (once).
     fn end(&mut self, abandon: Option<AbandonReason>) {
         if let Some(p) = self.pass.take() {
-            thread::with_bookkeeping(|| lifecycle::end(p.as_ptr(), abandon));
+            thread::with_bookkeeping(|| end(p.as_ptr(), abandon));
         }
     }
 }

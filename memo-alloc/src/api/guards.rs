@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 
 use crate::pass::context::{Context, MAX_DEPTH, UNKNOWN};
-use crate::pass::lifecycle;
+use crate::pass::{abandon_running, end, leave, start};
 use crate::pass::{PassKind, PassState};
 use crate::stats::AbandonReason;
 use crate::support::thread;
@@ -59,7 +59,7 @@ pub fn pass(key: &str) -> PassGuard {
         let name = thread::with_bookkeeping(|| interned(key));
         GuardKind::Scope { _op: op(name) }
     } else {
-        match thread::with_bookkeeping(|| lifecycle::start(key)) {
+        match thread::with_bookkeeping(|| start(key)) {
             Some((pass, main)) => GuardKind::Pass { pass, main },
             None => GuardKind::Nothing,
         }
@@ -80,8 +80,8 @@ impl Drop for PassGuard {
         if let GuardKind::Pass { pass, main } = self.kind {
             let abandon = std::thread::panicking().then_some(AbandonReason::Panic);
             thread::with_bookkeeping(|| {
-                lifecycle::leave(main);
-                lifecycle::end(pass, abandon);
+                leave(main);
+                end(pass, abandon);
             });
         }
         // A scope ends when its `OpGuard` field drops, right after this.
@@ -144,7 +144,7 @@ impl Drop for OpGuard {
         if ctx.recorder.is_some() {
             thread::with_bookkeeping(|| {
                 if let Some(Err(reason)) = ctx.recorder.as_mut().map(|r| r.exit_scope(node)) {
-                    lifecycle::abandon_running(ctx, reason);
+                    abandon_running(ctx, reason);
                 }
             });
         }
@@ -159,7 +159,7 @@ fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
             match ctx.recorder.as_mut().map(|r| r.enter_scope(parent, name)) {
                 Some(Ok(node)) => node,
                 Some(Err(reason)) => {
-                    lifecycle::abandon_running(ctx, reason);
+                    abandon_running(ctx, reason);
                     UNKNOWN
                 }
                 None => UNKNOWN,
@@ -203,7 +203,7 @@ pub fn observe<T: ?Sized>(ptr: *const T) -> Option<u32> {
         match ctx.recorder.as_mut()?.observe(addr) {
             Ok(found) => found,
             Err(reason) => {
-                lifecycle::abandon_running(ctx, reason);
+                abandon_running(ctx, reason);
                 None
             }
         }

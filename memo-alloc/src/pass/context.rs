@@ -1,7 +1,7 @@
 //! A thread's view of a running pass: what its allocations need on the hot path, its
 //! counters, its op-scope stack and its recorder. The pass as a whole, shared by the
 //! contexts entered on several threads, is `pass.rs`; how contexts are entered and left
-//! is `lifecycle.rs`.
+//! is `enter.rs`.
 //!
 //! A pass has one *main* context (the thread that runs `pass()`, or the task a future
 //! wrapper polls) and any number of *helper* contexts (`PassHandle::enter(id)` on any
@@ -19,10 +19,14 @@ use crate::profiling::recorder::Recorder;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::stats::{AbandonReason, PassCounters};
 use crate::support::fallible::try_box;
+use crate::support::sync::{plain, Ordering};
 use crate::support::thread;
 
 /// Scope node of allocations under an op the plan does not know.
 pub(crate) const UNKNOWN: u32 = u32::MAX;
+
+/// The serial number of the next context.
+static SERIAL: plain::AtomicU64 = plain::AtomicU64::new(1);
 
 /// Deepest op-scope nesting tracked; deeper scopes are attributed to their ancestor at
 /// this depth, identically in profiling and replay.
@@ -61,8 +65,9 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    /// A context of `pass`, at `root`, taking the pass's slab and plan.
-    pub(crate) fn new(serial: u64, pass: &PassState, root: u32, helper: Option<u32>) -> Context {
+    /// A context of `pass`, at `root`, taking the pass's slab and plan; a new serial
+    /// number names it.
+    pub(crate) fn new(pass: &PassState, root: u32, helper: Option<u32>) -> Context {
         let inst = match pass.kind {
             PassKind::Replay => pass.inst(),
             _ => std::ptr::null_mut(),
@@ -73,7 +78,7 @@ impl Context {
             replay: unsafe { Replayer::new(inst, pass.plan) },
             node: root,
             counters: PassCounters::default(),
-            serial,
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             pass,
             prev: std::ptr::null_mut(),
             root,

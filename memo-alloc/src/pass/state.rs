@@ -1,6 +1,6 @@
 //! The pass as a whole: its key, its kind (profile, replay or backend), its slab, and
 //! what its contexts hand back when they leave. Shared by its contexts and its handles
-//! (reference-counted); how it starts and ends is `lifecycle.rs`.
+//! (reference-counted); how it starts is `start.rs`, how it ends `finish.rs`.
 //!
 //! Two counts keep it: `refs` (the memory: the owner until it ends the pass, every handle,
 //! every entered context) and `active` (the resources, slab instance and recording: the
@@ -40,7 +40,7 @@ pub(crate) struct Fragment {
 }
 
 /// The main context as the pass keeps it: opaque here. It is a `Context` (`context.rs`,
-/// which points back to its pass); `lifecycle` checks it out and in, and `finish` frees it.
+/// which points back to its pass); `enter.rs` checks it out and in, and `finish` frees it.
 pub(crate) enum MainContext {}
 
 /// A running pass, shared by its contexts and handles (boxed; freed by the last `refs`).
@@ -51,7 +51,7 @@ pub(crate) struct PassState {
     pub(crate) slabs: *mut Slabs,
     pub(crate) plan: *const CompiledPlan,
     /// The slab instance held (replay), or null: none could be had, or an unbound pass
-    /// takes it when its main context is first entered (see `lifecycle::supply`). Set
+    /// takes it when its main context is first entered (see `enter::supply`). Set
     /// once; read by threads entering helper contexts.
     inst: plain::AtomicPtr<Instance>,
     /// Whether passes are counted at all (not in mode `off` or a disabled child).
