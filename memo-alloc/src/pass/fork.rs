@@ -48,7 +48,7 @@ pub(crate) fn once() {
     SETUP.call_once(|| {
         let cfg = config();
         if let Some(dir) = &cfg.plan_dir {
-            crate::plan::job::load_plans(dir, cfg.max_plans);
+            crate::plan::load::load_plans(dir, cfg.max_plans);
         }
     });
     READY.store(true, Ordering::Release);

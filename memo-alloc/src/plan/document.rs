@@ -15,7 +15,7 @@ use crate::format::trace::{
     contexts_of, plan_align, Chain, PlanFile, PlanLanes, PlanSlot, Seen, Trace, FORMAT_VERSION,
     MAX_PLANNED_ALIGN, PLAN_FORMAT,
 };
-use crate::plan::lane_sizing::{lane_of, plan_lanes, record_classes};
+use crate::plan::lane_sizing::{lane_of, record_classes, size_lanes};
 use crate::profiling::profile::{Profile, Record, LIVE, NONE};
 
 impl Trace {
@@ -56,7 +56,7 @@ impl PlanFile {
         seen: &[Option<Seen>],
     ) -> PlanFile {
         let no_lanes = PlanLanes::default();
-        plan_profile(Profile::from_trace(trace), strategy, seen, &no_lanes, drop)
+        build(Profile::from_trace(trace), strategy, seen, &no_lanes, drop)
     }
 }
 
@@ -146,7 +146,7 @@ struct ContextProblem {
 /// cells, not slots: the plan has at least `lanes.cells` of them (an earlier plan's, so
 /// that plans converge). The profile's records, read, go to `give_back` (the allocator
 /// keeps small buffers spare for its next profiles) before the strategy runs.
-pub(crate) fn plan_profile(
+pub(crate) fn build(
     mut profile: Profile,
     strategy: OffsetStrategy,
     seen: &[Option<Seen>],
@@ -156,7 +156,7 @@ pub(crate) fn plan_profile(
     let lane = record_classes(&profile.records, lanes.max);
     let mut keys = slot_keys(&profile, seen, &lane);
     fold_chains(&mut profile.records);
-    let lanes = plan_lanes(&profile, &lane, lanes);
+    let lanes = size_lanes(&profile, &lane, lanes);
     widen_roots(&mut profile.records, seen);
     let problems = context_problems(&mut profile, &mut keys, &lane);
     let Profile {

@@ -1,8 +1,7 @@
-//! From a finished profile to a published plan: plan the trace with `memo-planner`, write
-//! the trace and plan files, compile the replay tables, publish them for the key, and
-//! keep the plan cache within its bound. Also plans loaded from `MEMO_PLAN_DIR`.
+//! A planning job: from a finished profile to a published plan. Merge it with the key's
+//! previous plan, plan it (`document.rs`), write the trace and plan files, compile the
+//! replay tables, publish them for the key, and keep the plan cache within its bound.
 
-use std::path::Path;
 use std::time::Instant;
 
 use crate::config::{Config, Mode};
@@ -12,10 +11,9 @@ use crate::plan::document;
 use crate::profiling::profile::{Profile, Record, NONE};
 use crate::registry::cache;
 use crate::registry::reclaim::RECLAIMER;
-use crate::registry::{self, KeyEntry, Summary};
+use crate::registry::{KeyEntry, Summary};
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::pool::{Slabs, MAX_INSTANCES};
-use crate::stats::{self, PlanRejection, GLOBAL};
 use crate::support::sync::Ordering;
 
 /// A finished profile to plan.
@@ -63,25 +61,28 @@ impl Drop for Pinned {
 pub(crate) static PANIC_NEXT_PLAN: crate::support::sync::plain::AtomicBool =
     crate::support::sync::plain::AtomicBool::new(false);
 
-/// Plans a finished profile (a planner job; see `planner`).
-pub(crate) fn plan_profile(job: Job, cfg: &Config) {
-    if PANIC_NEXT_PLAN.swap(false, Ordering::AcqRel) {
-        panic!("memomalloc test hook: this plan panics");
+impl Job {
+    /// Plans the profile and publishes the plan (on the planner thread, or inline; see
+    /// `worker.rs`).
+    pub(crate) fn run(self, cfg: &Config) {
+        if PANIC_NEXT_PLAN.swap(false, Ordering::AcqRel) {
+            panic!("memomalloc test hook: this plan panics");
+        }
+        let Job {
+            profile,
+            entry,
+            serial,
+            base,
+        } = self;
+        // Merged with the key's previous plan, if any: plans converge (see `merge`).
+        let seen = base
+            .as_ref()
+            .map(|b| crate::plan::merge::seen_in(&profile, &b.get().plan))
+            .unwrap_or_default();
+        let lanes = lanes_after(base.as_ref().map(|b| &b.get().plan.lanes), cfg);
+        drop(base);
+        plan_and_publish(profile, &seen, &lanes, entry, serial, cfg);
     }
-    let Job {
-        profile,
-        entry,
-        serial,
-        base,
-    } = job;
-    // Merged with the key's previous plan, if any: plans converge (see `merge`).
-    let seen = base
-        .as_ref()
-        .map(|b| crate::plan::merge::seen_in(&profile, &b.get().plan))
-        .unwrap_or_default();
-    let lanes = lanes_after(base.as_ref().map(|b| &b.get().plan.lanes), cfg);
-    drop(base);
-    finish_profile(profile, &seen, &lanes, entry, serial, cfg);
 }
 
 /// The lanes a new plan starts from: the configured bound, and the previous plan's cells
@@ -105,7 +106,7 @@ fn lanes_after(
 /// `seen`: what earlier profiles saw for its keys), writes its files, and in replay mode
 /// publishes the plan. The trace document is made only when its files are written (see
 /// `profile`).
-fn finish_profile(
+fn plan_and_publish(
     profile: Profile,
     seen: &[Option<Seen>],
     lanes: &PlanLanes,
@@ -118,11 +119,11 @@ fn finish_profile(
     let plan = match &cfg.trace_dir {
         Some(dir) => {
             let trace = profile.to_trace();
-            let plan = document::plan_profile(profile, cfg.strategy, seen, lanes, give_back);
+            let plan = document::build(profile, cfg.strategy, seen, lanes, give_back);
             files::write_pass(dir, &trace, &plan, serial);
             plan
         }
-        None => document::plan_profile(profile, cfg.strategy, seen, lanes, give_back),
+        None => document::build(profile, cfg.strategy, seen, lanes, give_back),
     };
     let plan_millis = t0.elapsed().as_secs_f64() * 1e3;
     let Some(entry) = entry else { return };
@@ -205,57 +206,4 @@ fn publish(entry: &'static KeyEntry, compiled: CompiledPlan, max_plans: usize) {
         return;
     }
     cache::evict_beyond(max_plans, entry);
-}
-
-/// Loads every plan file of `dir` (see `files::plan_files`) into the registry; returns
-/// how many keys got a plan. A file that cannot be used is reported on stderr in one line
-/// naming it and the reason, and counted (`Stats::plan_files_rejected`); its key is
-/// profiled afresh.
-pub(crate) fn load_plans(dir: &Path, max_plans: usize) -> usize {
-    let paths = match files::plan_files(dir) {
-        Ok(paths) => paths,
-        Err(e) => {
-            eprintln!(
-                "memomalloc: MEMO_PLAN_DIR {} cannot be read: {e}",
-                dir.display()
-            );
-            return 0;
-        }
-    };
-    let mut loaded = 0;
-    for path in paths {
-        let compiled = files::read_plan_checked(&path).and_then(|p| {
-            CompiledPlan::compile(&p)
-                .map_err(|e| (PlanRejection::Invalid, format!("{}: {e}", path.display())))
-        });
-        match compiled {
-            Ok(plan) => {
-                let Some(entry) = registry::entry(&plan.key) else {
-                    continue;
-                };
-                if install(entry, plan, max_plans) {
-                    loaded += 1;
-                    stats::add(&GLOBAL.plan_files_loaded, 1);
-                }
-            }
-            Err((why, e)) => {
-                stats::add(&GLOBAL.plan_files_rejected[why as usize], 1);
-                eprintln!("memomalloc: rejected plan file {e}");
-            }
-        }
-    }
-    loaded
-}
-
-/// Installs a plan loaded from a file as the plan of `entry` and evicts plans beyond
-/// `max_plans`. Returns `false` if memory ran out.
-fn install(entry: &'static KeyEntry, compiled: CompiledPlan, max_plans: usize) -> bool {
-    let Some(slabs) = Slabs::new(compiled, MAX_INSTANCES) else {
-        return false;
-    };
-    let raw = Box::into_raw(slabs);
-    // SAFETY: `raw` is a fresh box owned here.
-    unsafe { entry.install(raw, &RECLAIMER) };
-    cache::evict_beyond(max_plans, entry);
-    true
 }

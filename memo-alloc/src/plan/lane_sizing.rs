@@ -41,7 +41,7 @@ pub(crate) fn lane_of(lane: &[u8], root: u32) -> Option<usize> {
 /// instead of recording come with their cells. The lane requests whose chains escape the
 /// pass are listed (see [`lane_escapes`]). Called after the chains are folded into their
 /// roots.
-pub(crate) fn plan_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) -> PlanLanes {
+pub(crate) fn size_lanes(profile: &Profile, lane: &[u8], earlier: &PlanLanes) -> PlanLanes {
     let max = earlier.max;
     if max == 0 {
         return PlanLanes::default();

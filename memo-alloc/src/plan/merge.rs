@@ -10,7 +10,7 @@
 //! (alternating sizes, the shapes of a bucket) stops missing after a few profiles, while
 //! allocations the new profile no longer makes (a process's first-pass, one-time state)
 //! drop out of the plan. Requests that took lane cells have no slots to align with; the
-//! new plan keeps at least the old plan's cells (`planning::lanes_after`).
+//! new plan keeps at least the old plan's cells (`job::lanes_after`).
 
 use crate::format::trace::Seen;
 use crate::profiling::profile::Profile;

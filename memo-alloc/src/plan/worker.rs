@@ -2,7 +2,7 @@
 //!
 //! A profiled pass ends by turning its recording into a `Profile` and [`submit`]ting a
 //! [`Job`]; the pass then returns at the speed of an unprofiled pass plus recording. A
-//! thread started at the first submission plans the jobs in order (`planning`), writes
+//! thread started at the first submission plans the jobs in order (`job.rs`), writes
 //! their files and publishes their plans. Until then the key stays `Profiling`: its
 //! passes replay its previous plan if it has one, and run on the backend otherwise.
 //!
@@ -23,7 +23,6 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::config::{self, Planner};
-use crate::plan::job as planning;
 use crate::plan::job::Job;
 use crate::registry::KeyEntry;
 use crate::stats::{self, AbandonReason, GLOBAL};
@@ -216,9 +215,8 @@ fn trim() {
 /// process's exit would wait for them.
 fn run(job: Job) {
     let entry = job.entry;
-    let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        planning::plan_profile(job, config::config())
-    }));
+    let planned =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(config::config())));
     if planned.is_err() {
         let key = entry.map_or("?", |e| &*e.key);
         eprintln!("memomalloc: planning pass {key:?} panicked; its profile is given up");

@@ -1,7 +1,7 @@
 //! A profiled pass as the allocator keeps it: the recorder's own records (56 bytes an
 //! allocation), the pass's scopes and uses, and the raw call-site frames.
 //!
-//! Planning reads a profile as it is (see `plan_build`). The trace document
+//! Planning reads a profile as it is (see `plan::document`). The trace document
 //! ([`Trace`], 104 bytes an allocation and resolved call sites) is made from it only when
 //! trace files are written: a pass of 350,000 allocations held 36 MB of trace beside its
 //! planning, on top of the records it was made from.

@@ -4,7 +4,7 @@
 
 use crate::format::trace::{LaneEscape, PlanLanes};
 use crate::memory::lane_classes;
-use crate::plan::document::plan_profile;
+use crate::plan::document::build;
 use crate::plan::lane_sizing::{lane_of, record_classes};
 use crate::profiling::profile::{Profile, LIVE};
 use crate::profiling::recorder::{Bounds, Recorder};
@@ -87,7 +87,7 @@ fn plan(profile: Profile, max: u64) -> crate::format::trace::PlanFile {
         max,
         ..PlanLanes::default()
     };
-    plan_profile(profile, OffsetStrategy::GreedyBySize, &[], &lanes, drop)
+    build(profile, OffsetStrategy::GreedyBySize, &[], &lanes, drop)
 }
 
 /// When each record's chain ends, by root (`LIVE`: it escapes, never freed or lost).
@@ -238,7 +238,7 @@ fn cells_never_shrink_across_profiles() {
         requests: 0,
         ..PlanLanes::default()
     };
-    let p = plan_profile(
+    let p = build(
         record(&steps, 64),
         OffsetStrategy::GreedyBySize,
         &[],
