@@ -8,6 +8,10 @@
 //! merges into the plan). [`prewarm`] profiles a bucket at its largest shape at start-up,
 //! so no request pays for profiling.
 
+use crate::api::guards::pass;
+use crate::api::report::report;
+use crate::plan::worker::wait_for_plans;
+
 /// Maps a size to the smallest bucket holding it.
 ///
 /// ```
@@ -77,11 +81,11 @@ impl Buckets {
 pub fn prewarm<R>(key: &str, mut f: impl FnMut() -> R) -> bool {
     for _ in 0..8 {
         {
-            let _pass = crate::pass(key);
+            let _pass = pass(key);
             std::hint::black_box(f());
         }
-        crate::wait_for_plans(std::time::Duration::from_secs(120));
-        match crate::report(key).map(|r| r.state) {
+        wait_for_plans(std::time::Duration::from_secs(120));
+        match report(key).map(|r| r.state) {
             Some("planned") => return true,
             None => return false, // passes are off
             _ => {}
