@@ -137,7 +137,9 @@ fn an_allocation_in_a_pass_calls_the_backend_at_most_once() {
     };
     let n0 = calls();
     run();
-    assert!(crate::plan::worker::wait_for_plans(std::time::Duration::from_secs(30)));
+    assert!(crate::plan::worker::wait_for_plans(
+        std::time::Duration::from_secs(30)
+    ));
     let n1 = calls();
     assert_eq!(
         n1 - n0,

@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::memory::own_blocks::Spares;
-use crate::pass::{PassKind, PassState};
+use crate::pass::state::{PassKind, PassState};
 use crate::profiling::recorder::Recorder;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::stats::{AbandonReason, PassCounters};

@@ -11,7 +11,7 @@ use std::ptr;
 use crate::config;
 use crate::pass::context::{self, Context, UNKNOWN};
 use crate::pass::finish::{end, leave_resources};
-use crate::pass::{PassKind, PassState};
+use crate::pass::state::{PassKind, PassState};
 use crate::profiling::recorder::{counted_lanes, Bounds, Recorder};
 use crate::stats::{self, AbandonReason, MissReason, GLOBAL};
 use crate::support::thread::{self, AllocPath};

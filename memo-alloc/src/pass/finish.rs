@@ -6,7 +6,7 @@
 
 use crate::config;
 use crate::pass::context::Context;
-use crate::pass::{PassKind, PassState};
+use crate::pass::state::{PassKind, PassState};
 use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
 use crate::profiling::recorder::Recorder;

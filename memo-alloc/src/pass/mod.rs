@@ -10,4 +10,4 @@ mod state;
 pub(crate) use enter::{abandon_running, enter_helper, enter_main, leave, park};
 pub(crate) use finish::end;
 pub(crate) use start::{create, start};
-pub(crate) use state::*;
+pub(crate) use state::{PassKind, PassState};

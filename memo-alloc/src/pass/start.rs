@@ -5,7 +5,8 @@
 
 use crate::config::{self, Config, Mode};
 use crate::pass::context::{self, Context};
-use crate::pass::{enter, finish, fork, PassKind, PassState};
+use crate::pass::state::{PassKind, PassState};
+use crate::pass::{enter, finish, fork};
 use crate::plan::worker;
 use crate::profiling::recorder::{counted_lanes, Bounds, Recorder};
 use crate::registry::{self, cache, KeyEntry, KeyState};

@@ -3,7 +3,7 @@
 //! so the allocation path never touches a shared cache line.
 
 use crate::stats::reasons::{MissReason, ABANDON_REASONS, MISS_REASONS, PLAN_REJECTIONS};
-use crate::stats::Stats;
+use crate::stats::snapshot::Stats;
 use crate::support::sync::{plain::AtomicU64, Ordering};
 
 /// Counters of one pass, owned by its thread.
