@@ -45,10 +45,10 @@ use crate::format::trace::{
 use crate::memory::run_stack::{Run, RunStack};
 use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
-use crate::replay;
 use crate::replay::slab::compile::{CompiledPlan, Slot};
 use crate::replay::slab::instance::Instance;
 use crate::replay::slab::pool::Slabs;
+use crate::replay::{free, hit};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     // One model at a time: the models share the process's region and idle lists, so two
@@ -214,7 +214,7 @@ fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
 fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) -> bool {
     // SAFETY: the instance lives as long as its pool.
     let inst = unsafe { &*inst };
-    let ok = replay::claim(inst, slot, &plan.slots[slot as usize]);
+    let ok = hit::claim(inst, slot, &plan.slots[slot as usize]);
     if ok {
         mem.write(&plan.slots[slot as usize]);
     }
@@ -237,7 +237,7 @@ fn free_elsewhere(inst: *mut Instance, slot: u32, mem: &Arc<Memory>) -> thread::
         let Shared(inst, p) = shared;
         m.write_at(offset, size);
         // SAFETY: `p` is the slot's live pointer, freed once.
-        unsafe { replay::free(inst.cast(), p) };
+        unsafe { free::free(inst.cast(), p) };
     })
 }
 
@@ -284,7 +284,7 @@ fn lane_cell_hand_off() {
             let Shared(inst, p) = shared;
             m.write_at(offset, 16);
             // SAFETY: `p` is the cell's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         let again = i.lanes.alloc(layout, 0);
         if let Some(o) = again {
@@ -317,7 +317,7 @@ fn free_stops_at_its_run() {
             Box::leak(Slabs::new(plan_of(&[(0, 32), (32, 32), (0, 64)]), 1).unwrap());
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
-        assert!(replay::claim(
+        assert!(hit::claim(
             // SAFETY: the instance lives as long as its pool.
             unsafe { &*inst },
             0,
@@ -328,7 +328,7 @@ fn free_stops_at_its_run() {
         let freer = spawn(move || {
             let Shared(inst, p) = shared;
             // SAFETY: `p` is slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         assert!(
             try_claim(&slabs.plan, inst, 1, &mem),
@@ -352,13 +352,13 @@ fn free_then_reclaim() {
         let s = unsafe { &*slabs };
         let inst = acquire(s).unwrap();
         // SAFETY: the instance lives as long as its pool.
-        assert!(replay::claim(unsafe { &*inst }, 0, &s.plan.slots[0]));
+        assert!(hit::claim(unsafe { &*inst }, 0, &s.plan.slots[0]));
         // SAFETY: the caller holds the instance.
         let shared = Shared(inst, unsafe { (*inst).base() });
         let freer = spawn(move || {
             let Shared(inst, p) = shared;
             // SAFETY: `p` is slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         // SAFETY: acquired above; this pass is over.
         unsafe { s.release(inst, false, false) };
@@ -385,7 +385,7 @@ fn whole_block_hand_off() {
     model(|| {
         let (slabs, inst) = hand_off_between(whole_block_plan(), 0, 1);
         // SAFETY: the instance lives as long as its pool.
-        let claimed = replay::claim(unsafe { &*inst }, 0, &slabs.plan.slots[0]);
+        let claimed = hit::claim(unsafe { &*inst }, 0, &slabs.plan.slots[0]);
         assert!(!claimed, "slot 1 is live");
     });
 }
@@ -397,7 +397,7 @@ fn hand_off_to_a_whole_block() {
     model(|| {
         let (slabs, inst) = hand_off_between(whole_block_plan(), 1, 0);
         // SAFETY: the instance lives as long as its pool.
-        let claimed = replay::claim(unsafe { &*inst }, 3, &slabs.plan.slots[3]);
+        let claimed = hit::claim(unsafe { &*inst }, 3, &slabs.plan.slots[3]);
         assert!(!claimed, "slot 0 is live");
     });
 }
@@ -436,7 +436,7 @@ fn pool() {
                     && slabs.plan.slots[live as usize].group == g
                 {
                     let off = slabs.plan.slots[live as usize].offset as usize;
-                    replay::free(i.cast(), (*i).base().add(off));
+                    free::free(i.cast(), (*i).base().add(off));
                 }
             }
             slabs.release(i, false, false);
@@ -493,7 +493,7 @@ fn park_with_a_cell_elsewhere() {
             let Shared(inst, p) = shared;
             m.write(p);
             // SAFETY: `p` is the cell's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         // SAFETY: `a` is held by this pass, which hands out nothing while parked.
         if unsafe { slabs.park(a) } {

@@ -2,13 +2,12 @@
 //! replayed request is served from its pass's slab (`replay`), or from the backend as a
 //! miss.
 
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
 
-use super::MemoAlloc;
 use crate::memory::{own_blocks, region};
 use crate::pass::abandon_running;
 use crate::pass::context::Context;
-use crate::replay;
+use crate::replay::{free, hit};
 use crate::stats::{AbandonReason, MissReason};
 use crate::support::thread::{self, AllocPath};
 
@@ -38,7 +37,7 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
                 return unsafe { self.dealloc_own(ptr, layout.size()) };
             }
             // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
-            return unsafe { replay::free(owner, ptr) };
+            return unsafe { free::free(owner, ptr) };
         }
         match thread::path() {
             // SAFETY: forwarded.
@@ -71,6 +70,33 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     }
 }
 
+/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
+/// `MemoAlloc::new(backend)` over any other.
+///
+/// Use one per process, as the `#[global_allocator]`.
+pub struct MemoAlloc<B: GlobalAlloc = System> {
+    pub(super) backend: B,
+}
+
+impl MemoAlloc<System> {
+    /// Over the system allocator.
+    pub const fn system() -> MemoAlloc<System> {
+        MemoAlloc { backend: System }
+    }
+}
+
+impl<B: GlobalAlloc> MemoAlloc<B> {
+    /// Over `backend`, which serves everything that is not served from a slab.
+    pub const fn new(backend: B) -> MemoAlloc<B> {
+        MemoAlloc { backend }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+}
+
 impl<B: GlobalAlloc> MemoAlloc<B> {
     /// The allocation path: one thread-local read decides between the backend, the slab
     /// and the recorder.
@@ -99,7 +125,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[inline]
     unsafe fn alloc_replayed(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
         // SAFETY: `pass` is this thread's replayed pass.
-        match unsafe { replay::alloc(pass, layout) } {
+        match unsafe { hit::alloc(pass, layout) } {
             Ok(ptr) => {
                 pass.counters.slab_hits += 1;
                 pass.counters.slab_bytes += layout.size() as u64;
@@ -120,7 +146,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// on the backend, uncounted).
     ///
     /// # Safety
-    /// As [`Self::alloc_replayed`], with `miss` just returned by `replay::alloc`.
+    /// As [`Self::alloc_replayed`], with `miss` just returned by `hit::alloc`.
     #[cold]
     #[inline(never)]
     unsafe fn alloc_missed(
@@ -132,7 +158,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     ) -> *mut u8 {
         if std::thread::panicking() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(&mut pass.replay) };
+            unsafe { hit::undo(&mut pass.replay) };
             thread::with_bookkeeping(|| abandon_running(pass, AbandonReason::Panic));
             // SAFETY: forwarded.
             return unsafe { self.backend_alloc(layout, zeroed) };
@@ -141,7 +167,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         let ptr = unsafe { self.backend_alloc(layout, zeroed) };
         if ptr.is_null() {
             // SAFETY: right after the miss, on the pass's thread.
-            unsafe { replay::undo(&mut pass.replay) };
+            unsafe { hit::undo(&mut pass.replay) };
             return ptr;
         }
         pass.counters.miss(miss, layout.size() as u64);
@@ -173,7 +199,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         new_size: usize,
     ) -> *mut u8 {
         // SAFETY: `ptr` is a live slab pointer (GlobalAlloc::realloc's contract).
-        if new_size as u64 <= unsafe { replay::capacity(owner, ptr) } {
+        if new_size as u64 <= unsafe { free::capacity(owner, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
         if let (AllocPath::Replay, pass) = thread::path_and_context() {
@@ -181,7 +207,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             // SAFETY: `path == Replay`: this thread's running pass; `ptr` is a live slab
             // pointer that outgrew its place.
             if let Some(new) =
-                unsafe { replay::lane_grow(&mut (*pass).replay, owner, ptr, layout, new_size) }
+                unsafe { free::lane_grow(&mut (*pass).replay, owner, ptr, layout, new_size) }
             {
                 return new; // a lane chain moved to a larger cell
             }
@@ -207,7 +233,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         // live slab pointer, freed once.
         unsafe {
             std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-            replay::free(owner, ptr);
+            free::free(owner, ptr);
         }
         new
     }

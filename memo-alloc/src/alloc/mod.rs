@@ -8,37 +8,10 @@
 //! (through the context's recorder), `memory`, `stats` and `support`; nothing uses it but
 //! the crate's face.
 
-use std::alloc::{GlobalAlloc, System};
-
 mod global;
 mod own;
 mod profiled;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
-/// `MemoAlloc::new(backend)` over any other.
-///
-/// Use one per process, as the `#[global_allocator]`.
-pub struct MemoAlloc<B: GlobalAlloc = System> {
-    backend: B,
-}
-
-impl MemoAlloc<System> {
-    /// Over the system allocator.
-    pub const fn system() -> MemoAlloc<System> {
-        MemoAlloc { backend: System }
-    }
-}
-
-impl<B: GlobalAlloc> MemoAlloc<B> {
-    /// Over `backend`, which serves everything that is not served from a slab.
-    pub const fn new(backend: B) -> MemoAlloc<B> {
-        MemoAlloc { backend }
-    }
-
-    /// The backend.
-    pub fn backend(&self) -> &B {
-        &self.backend
-    }
-}
+pub use global::MemoAlloc;

@@ -3,8 +3,8 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
+use super::global::MemoAlloc;
 use super::profiled::{record_dealloc, record_realloc};
-use super::MemoAlloc;
 use crate::memory::{geometry, own_blocks};
 use crate::pass::context::Context;
 use crate::support::thread::{self, AllocPath};

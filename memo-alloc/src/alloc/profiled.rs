@@ -3,7 +3,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use super::MemoAlloc;
+use super::global::MemoAlloc;
 use crate::memory::own_blocks;
 use crate::pass::abandon_running;
 use crate::pass::context::{self, Context};

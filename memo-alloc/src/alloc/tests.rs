@@ -3,7 +3,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::MemoAlloc;
+use super::global::MemoAlloc;
 use crate::api::guards::pass;
 use crate::config::Mode;
 use crate::memory::{geometry, own_blocks, region};

@@ -1,8 +1,8 @@
 //! Replaying a pass from a slab.
 
 mod anchor;
-mod free;
-mod hit;
+pub(crate) mod free;
+pub(crate) mod hit;
 mod matching;
 pub(crate) mod replayer;
 pub(crate) mod skips;
@@ -10,8 +10,3 @@ pub(crate) mod slab;
 pub(crate) mod state;
 #[cfg(all(test, not(loom)))]
 mod tests;
-
-pub(crate) use free::{capacity, free, lane_grow};
-#[cfg(all(test, loom))]
-pub(crate) use hit::claim;
-pub(crate) use hit::{alloc, undo};

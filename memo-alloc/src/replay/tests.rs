@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use super::hit::{all_empty, claim};
 use super::matching::take;
 use crate::format::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
-use crate::replay::free;
+use crate::replay::free::free;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::EMPTY;
 use crate::replay::slab::pool::Slabs;
