@@ -15,7 +15,7 @@
 //! ```
 //!
 //! # The contract
-//! - The first [`pass`] of a key is **profiled**: every allocation, reallocation and free on
+//! - The first [`pass()`] of a key is **profiled**: every allocation, reallocation and free on
 //!   the pass's thread is recorded with its size, alignment, lifetime (in events) and
 //!   provenance (its op-scope path and its ordinal in that scope). At the end of the pass
 //!   the allocations that did not outlive it are planned into one slab with
@@ -27,7 +27,7 @@
 //!   is handed out, a check proves no overlapping slot is live; a failed check, a larger
 //!   request, a stricter alignment, an unplanned allocation or one that escaped the
 //!   profiled pass is served by the backend and counted as a *miss* with its reason
-//!   ([`MissReason`], [`stats`]). A key that misses often is profiled again.
+//!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
 //! - Guards may be dropped in any order: each ends its own pass or scope (passes are

@@ -1,11 +1,11 @@
 //! Loom models of the lock-free protocols, run on this crate's real code.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p memo-alloc --release --lib loom_tests
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p memo-alloc --lib --release loom_tests -- --test-threads=1
 //! ```
 //!
 //! Under `cfg(loom)`, `sync.rs` gives the protocol objects loom's atomics and owner
-//! cells, so these models drive the real `replay::claim`/`replay::free` (slot hand-off),
+//! cells, so these models drive the real `hit::claim` and `free::free` (slot hand-off),
 //! `Slabs::take`/`park`/`release`/`try_retire` (the instance pool), and the real key state
 //! machine with `Readers` and `Reclaimer` (publication, eviction, reclamation). Slab memory
 //! is modelled by loom cells the threads write while they own a block: loom fails a model
@@ -13,8 +13,8 @@
 //! handed out (or memory freed) while another thread may still use it". A plan's
 //! `probe` cell is read by passes registered with it and written when it is freed.
 //!
-//! Which mutation of the source each model catches (checked by hand, see the issue note):
-//! weakening `replay::free`'s store or `claim`'s loads to `Relaxed` fails `hand_off`;
+//! Which mutation of the source each model catches (each checked by hand):
+//! weakening `free::free`'s store or `hit::claim`'s loads to `Relaxed` fails `hand_off`;
 //! `claim` storing the slot in its first group's word only (not every group it covers)
 //! fails `hand_off` and `pool`;
 //! `free` clearing every non-empty word from its slot's first (not only the run holding
@@ -26,7 +26,7 @@
 //! `hand_off_to_a_whole_block` (the hand-out inside the block is then not refused);
 //! `free` reading its run's next word after clearing the run's first (so after the
 //! slot is seen free) fails `free_then_reclaim`;
-//! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
+//! removing either `SeqCst` fence of `registry/reclaim.rs` fails `publication`;
 //! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
 //! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells

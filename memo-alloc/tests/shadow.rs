@@ -1,4 +1,6 @@
-//! The shadow checker: invariants 1 and 2 of `DESIGN.md` under generated programs.
+//! The shadow checker: the allocator's safety under generated programs (no two live
+//! blocks overlap; every block satisfies its layout, keeps its contents through a realloc
+//! and reads zero from `alloc_zeroed`).
 //!
 //! What it proves: for proptest-generated pass programs (nested op scopes, and passes inside
 //! passes, which are scopes; allocations from 1 byte to 1 MiB with alignments 1..=4096;

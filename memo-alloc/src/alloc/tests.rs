@@ -119,9 +119,9 @@ fn freed_own_blocks_are_reclaimed() {
     });
 }
 
-/// Regression: the thread-local fallback of `alloc_in_pass` was evaluated eagerly, so
-/// every allocation in a pass also allocated (and leaked) a backend block, slab hits
-/// included.
+/// An allocation in a pass calls the backend once when profiled and not at all when
+/// replayed: the path to the slab makes no backend block on the side (the thread state's
+/// fallback value is a plain value, never an allocation).
 #[test]
 fn an_allocation_in_a_pass_calls_the_backend_at_most_once() {
     let layout = Layout::from_size_align(64, 8).unwrap();

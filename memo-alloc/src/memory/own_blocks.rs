@@ -6,11 +6,11 @@
 //! profiled and planned. Within such a pass, a freed block is kept in its context's
 //! [`Spares`] for the next large request, so the pass's working set faults in once.
 //!
-//! From the backend, glibc kept them resident: planning candle's MobileNetV4 (350k
-//! allocations) left the planner thread's arena at 30 MB mapped with 15 MB of it free, and
-//! the request thread's arena kept the trace its profile built. glibc trims a thread
+//! From the backend such buffers stay resident after they are freed: glibc trims a thread
 //! arena only past a threshold that rises with the largest block freed, and
-//! `malloc_trim` does not shrink a thread arena's top.
+//! `malloc_trim` does not shrink a thread arena's top, so planning a large profile leaves
+//! the planner thread's arena mapped, and the request thread's arena keeps the trace its
+//! profile built.
 //!
 //! A request of at least [`MIN_BYTES`] made while `thread::own_work` holds (bookkeeping,
 //! or any allocation on the planner thread) is carved here. Carving takes the region lock
@@ -32,12 +32,12 @@ pub(crate) const MIN_BYTES: usize = 1 << 20;
 
 /// Smallest request of a profiled pass served here (glibc's first mmap threshold).
 ///
-/// The profiled pass runs before its plan exists. From the backend, its large blocks
-/// stayed in the request thread's glibc arena after the pass: glibc raises its mmap and
-/// trim thresholds to the largest block it unmapped (trim: twice that), keeps that much
-/// free at an arena's top, and `malloc_trim` leaves a thread arena's top alone. So each
-/// request thread kept 1.3-2 MB of the profiled pass beside the slab that replaces it
-/// (memo-bench's BERT and ResNet-50 cells). Here they go back to the OS at their free.
+/// The profiled pass runs before its plan exists. From the backend, its large blocks stay
+/// in the request thread's glibc arena after the pass: glibc raises its mmap and trim
+/// thresholds to the largest block it unmapped (trim: twice that), keeps that much free
+/// at an arena's top, and `malloc_trim` leaves a thread arena's top alone, so each
+/// request thread would keep the profiled pass's large blocks beside the slab that
+/// replaces it. Here they go back to the OS at their free.
 pub(crate) const PASS_MIN_BYTES: usize = 128 << 10;
 
 /// The directory's owner of every own block (its address is the mark; never read).
@@ -102,15 +102,15 @@ const SLACK: usize = 64 << 10;
 
 /// A profiled context's large blocks: where its large requests are served from, and its
 /// freed ones kept for its next large requests, so the pass's working set faults in once,
-/// as it would from the backend, instead of at every request (5x the pass's time on
-/// memo-bench's BERT without). A request takes the kept block with the fewest chunks that
-/// hold it (its chunks past the request go back to the region). A fresh block is carved
-/// only after kept blocks, largest first, give their memory back until the context's
-/// large blocks, live and kept, hold no more than the most it ever had live (or than its
-/// live ones with the fresh one): so, like a heap that reuses freed memory, a pass whose
-/// large buffers grow or shrink keeps about its largest live set resident, not the sum of
-/// its distinct sizes. What is kept goes back to the OS when the context ends (its
-/// `Drop`). Never shared: only its context's thread touches it.
+/// as it would from the backend, instead of at every request (which makes a pass of large
+/// buffers several times slower). A request takes the kept block with the fewest chunks
+/// that hold it (its chunks past the request go back to the region). A fresh block is
+/// carved only after kept blocks, largest first, give their memory back until the
+/// context's large blocks, live and kept, hold no more than the most it ever had live (or
+/// than its live ones with the fresh one): so, like a heap that reuses freed memory, a
+/// pass whose large buffers grow or shrink keeps about its largest live set resident, not
+/// the sum of its distinct sizes. What is kept goes back to the OS when the context ends
+/// (its `Drop`). Never shared: only its context's thread touches it.
 pub(crate) struct Spares {
     /// `(base, chunks, bytes)`: a free own block and the size it was last freed with
     /// (the pages it most likely has resident).

@@ -1,6 +1,6 @@
 //! A thread's view of a running pass: what its allocations need on the hot path, its
 //! counters, its op-scope stack and its recorder. The pass as a whole, shared by the
-//! contexts entered on several threads, is `pass.rs`; how contexts are entered and left
+//! contexts entered on several threads, is `state.rs`; how contexts are entered and left
 //! is `enter.rs`.
 //!
 //! A pass has one *main* context (the thread that runs `pass()`, or the task a future

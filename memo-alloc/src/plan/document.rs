@@ -4,10 +4,9 @@
 //! The allocator plans from its own [`Profile`], in place: chains are folded into their
 //! first record, the slot keys and the problems are taken from the records, and the
 //! records are given back before the strategy runs. While the strategy runs, planning
-//! holds the problem (56 bytes a buffer) and the slot keys (40 bytes a key); candle's
-//! MobileNetV4-small (350,000 allocations a pass) held its 36 MB trace, 20 MB of chains
-//! and 8 MB of keys beside the 20 MB problem before. Tools plan a [`Trace`] the same way,
-//! through the profile made from it.
+//! holds the problem (56 bytes a buffer) and the slot keys (40 bytes a key), and neither
+//! a trace document nor the chains nor the records beside them. Tools plan a [`Trace`]
+//! the same way, through the profile made from it.
 
 use memo_planner::{align_up, Buffer, OffsetPlan, OffsetStrategy, Problem};
 
@@ -294,11 +293,11 @@ const CHUNK: usize = 1 << 16;
 
 /// One problem per context with a chain to plan (folded: see [`fold_chains`]; chains
 /// whose first request takes a lane cell are not planned), its buffers in root order,
-/// unnamed (the allocator knows buffers by index: a pass of 350,000 allocations would
-/// spend 11 MB on names); and the planned size and alignment of each of `keys` (in root
-/// order). The records are read from the last back, a chunk at a time, each chunk's
-/// pages given back once read: the records (56 bytes an allocation) and the problems (56
-/// bytes a buffer) are never resident together.
+/// unnamed (the allocator knows buffers by index: a name would cost a string a buffer);
+/// and the planned size and alignment of each of `keys` (in root order). The records are
+/// read from the last back, a chunk at a time, each chunk's pages given back once read:
+/// the records (56 bytes an allocation) and the problems (56 bytes a buffer) are never
+/// resident together.
 fn context_problems(
     profile: &mut Profile,
     keys: &mut [SlotKey],

@@ -1,5 +1,5 @@
-//! The lanes of a new plan (see `lanes.rs`): which requests of a profile take lane cells,
-//! and how many cells of each class the plan needs.
+//! The lanes of a new plan (see `replay`'s lanes): which requests of a profile take lane
+//! cells, and how many cells of each class the plan needs.
 //!
 //! A profile holds its lane requests either as records (when trace files are written,
 //! every allocation is recorded) or counted by the recorder (`Recorder::new`); both give

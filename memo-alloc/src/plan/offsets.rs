@@ -1,28 +1,28 @@
 //! Offsets for one context's problem, within the allocator's budget.
 //!
 //! `best` as `memo plan` runs it spends its whole exact-search budget even when its
-//! portfolio's plan is within a hair of the lower bound: 26 s and 165 MB on a BERT-base
-//! pass of 2,483 buffers, to gain nothing over a plan 0.02% above the bound (the search's
+//! portfolio's plan is within a hair of the lower bound: on a pass of a few thousand
+//! buffers, tens of seconds and a hundred MB or more to gain nothing (the search's
 //! section and conflict tables grow with the pairs of buffers alive together). The
 //! allocator plans on its planner thread while the key's passes run on the backend, and
-//! what the planner allocates stays in the backend's arenas, so it stops earlier. First
-//! one sweep in allocation order (`greedy-in-order`, about 16 bytes per buffer): a plan
-//! within [`best::NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound is kept, as the
-//! portfolio could gain less than that (memo-bench's BERT, ResNet-50 and MobileNet v1
-//! passes: within 0.02%, where the portfolio took 30-150 ms and 0.4-1.7 MB, about 700
-//! bytes per buffer, to gain 32-312 bytes). Then, on a problem with few enough pairs of
-//! buffers alive together ([`LARGE_PAIRS`]), one best-fit pass by size (`greedy-by-size`,
-//! within a pass's work limit), kept on the same terms: memo-bench's MobileNet v2 and
-//! Inception v3 and candle's ResNet-18 and BERT-mini, which one sweep plans 0.6-17% above
-//! the bound, it plans as the portfolio does or within 0.02% of it, in 1-5 ms where the
-//! portfolio took 50-250 ms (during which the key's passes run on the backend). Otherwise the
-//! portfolio without its inner exact step (heuristics and iterated greedy: 0.2 s and 4 MB
-//! there), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
-//! buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound, with
-//! a node budget of [`NODES`] and a wall-clock cap of [`TIME_CAP`]. Other strategies run
-//! as named. A pass whose best-fit queries see thousands of live buffers each (candle's
-//! MobileNetV4-small, 350,000 buffers: 24 s and 650 MB before) is planned by the
-//! portfolio's near-linear heuristics alone (`BestOptions::pass_work`; 0.6-2.3 s).
+//! what the planner allocates stays in the backend's arenas, so it stops earlier:
+//!
+//! 1. one sweep in allocation order (`greedy-in-order`, about 16 bytes per buffer): a
+//!    plan within [`best::NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound is
+//!    kept, as the portfolio (about 700 bytes per buffer, and tens to hundreds of
+//!    milliseconds) could gain less than that;
+//! 2. on a problem with few enough pairs of buffers alive together ([`LARGE_PAIRS`]), one
+//!    best-fit pass by size (`greedy-by-size`, within a pass's work limit), kept on the
+//!    same terms: where one sweep lands a few per cent above the bound, it mostly plans
+//!    as the portfolio does, in a fraction of its time;
+//! 3. otherwise the portfolio without its inner exact step (heuristics and iterated
+//!    greedy), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
+//!    buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound,
+//!    with a node budget of [`NODES`] and a wall-clock cap of [`TIME_CAP`]. A pass whose
+//!    best-fit queries see thousands of live buffers each is planned by the portfolio's
+//!    near-linear heuristics alone (`BestOptions::pass_work`).
+//!
+//! Other strategies run as named.
 
 use std::time::Duration;
 
@@ -42,17 +42,17 @@ pub(crate) const EXACT_MAX_BUFFERS: usize = 1024;
 /// tight instances of up to 1,024 buffers get all of it, about 0.1 s here).
 pub(crate) const NODES: u64 = 200_000;
 
-/// Most memory `strip-packing` may take (its range tree: about 200 bytes per buffer on
-/// a pass of 350,000). The planner's heap is part of the program's peak resident size,
-/// and what strip-packing gains over `greedy-in-order` (forwards or backwards) on such a
-/// pass is a few per cent of a slab of a few MB, once per instance: far less than its
-/// 71 MB. Passes of up to about 100,000 buffers stay within it.
+/// Most memory `strip-packing` may take (its range tree: about 200 bytes per buffer). The
+/// planner's heap is part of the program's peak resident size, and what strip-packing
+/// gains over `greedy-in-order` (forwards or backwards) on a pass of hundreds of
+/// thousands of buffers is a few per cent of a slab, once per instance: far less than
+/// its tree. Passes of up to about 100,000 buffers stay within it.
 pub(crate) const STRIP_PACKING_MEMORY: u64 = 32 << 20;
 
 /// A pass with more pairs of buffers alive together is planned by the near-linear
 /// heuristics without a first best-fit pass (`BestOptions::large_pairs`): eight times the
 /// pass work limit, above the highest pairs-to-work ratio measured (6.4, iopddl `Y_1`).
-/// candle's MobileNetV4-small (1.14 billion pairs) saves the pass's 45 MB of tables.
+/// A pass of a billion such pairs saves the best-fit pass's tables (tens of MB).
 pub(crate) const LARGE_PAIRS: u64 = 8 * best::PASS_WORK;
 
 /// Wall-clock safety net of the whole plan's exact phase.

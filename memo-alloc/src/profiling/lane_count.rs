@@ -2,14 +2,15 @@
 //!
 //! A request small enough for the plan's lanes needs no record: planning wants only, per
 //! size class, the most such requests live at once and those live at the end, and, per
-//! scope, which of them escaped the pass (DESIGN.md: escapes are served by the backend, so
-//! replay sends those requests there; see `replay::lane_alloc`). A lane request is named
-//! by its scope and its *lane ordinal*, its index among the scope's lane requests, which
-//! replay counts the same way.
+//! scope, which of them escaped the pass (escaping allocations are served by the backend,
+//! so replay sends those requests there; see `replay::hit::lane_alloc`). A lane request
+//! is named by its scope and its *lane ordinal*, its index among the scope's lane
+//! requests, which replay counts the same way.
 //!
 //! The recorder's live table maps a live lane request's address to [`LANE_MARK`] plus its
 //! entry here; an entry lives until the request's chain is freed. Only live requests have
-//! entries (a pass of 300,000 lane requests holds a few thousand at once).
+//! entries (a pass of hundreds of thousands of lane requests holds a few thousand at
+//! once).
 //!
 //! A chain grows in its cell while it fits; a realloc past the cell moves it, in replay, to
 //! a cell of the larger class (or, past the lanes, to the backend: it leaves them), so the

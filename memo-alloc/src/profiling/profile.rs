@@ -3,8 +3,8 @@
 //!
 //! Planning reads a profile as it is (see `plan::document`). The trace document
 //! ([`Trace`], 104 bytes an allocation and resolved call sites) is made from it only when
-//! trace files are written: a pass of 350,000 allocations held 36 MB of trace beside its
-//! planning, on top of the records it was made from.
+//! trace files are written, so planning a large pass does not hold a trace beside the
+//! records it would be made from.
 
 use std::collections::TryReserveError;
 

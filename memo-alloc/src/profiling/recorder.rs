@@ -7,11 +7,11 @@
 //! allocation, pairing stays exact when the backend reuses addresses and beyond 65,536
 //! allocations.
 //!
-//! Requests small enough for the plan's lanes (see `lanes.rs`) are counted, not recorded,
-//! unless trace files are written: the table holds them under a lane entry (see
-//! `lane_count.rs`), which keeps, per class, how many are live and the most that were, and
-//! which of them escape. A pass of 350,000 allocations, 300,000 of them small, records
-//! 50,000.
+//! Requests small enough for the plan's lanes (see `replay`'s lanes) are counted, not
+//! recorded, unless trace files are written: the table holds them under a lane entry (see
+//! `lane_count.rs`), which keeps, per class, how many are live and the most that were,
+//! and which of them escape. A pass whose allocations are mostly small records its large
+//! ones only.
 
 use crate::format::trace::{AllocKind, TraceScope, TraceUse};
 use crate::profiling::lane_count::{LaneCount, LANE_MARK};
@@ -131,8 +131,8 @@ pub(crate) static SPARE: SpinCell<Vec<(Vec<Event>, Vec<Record>)>> =
     SpinCell::new(LockId::Spare, Vec::new());
 /// Spare buffer pairs kept at most.
 const SPARES: usize = 4;
-/// A record buffer larger than this (in records: 3.5 MB) is freed, not kept spare: a
-/// profile of 350,000 allocations left 29 MB in the spares for the process's lifetime.
+/// A record buffer larger than this (in records: 3.5 MB) is freed, not kept spare: the
+/// buffers of one large profile would otherwise stay for the process's lifetime.
 const SPARE_RECORDS: usize = 1 << 16;
 impl Recorder {
     /// A recorder for a pass of `key` that counts requests of at most `lanes` bytes

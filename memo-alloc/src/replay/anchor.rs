@@ -81,8 +81,8 @@ pub(super) fn anchored(
             } else if before.is_none_or(|was| (place - was).abs() > AGREE) {
                 found = None;
                 // A first place, or one the place before disagreed with: the next anchor
-                // confirms it or not, soon (a few times in a run; doubling the wait
-                // there missed a layer of candle's BERT).
+                // confirms it or not, soon (a few times in a run: doubling the wait at
+                // once lets a stretch of short period pass by unmatched).
                 if lost.rechecks < RECHECKS {
                     lost.rechecks += 1;
                     lost.search_at = lost.run + ANCHOR as u32;

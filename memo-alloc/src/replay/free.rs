@@ -22,8 +22,8 @@ use crate::support::sync::{AtomicU32, Ordering};
 /// The first group's word is cleared last, and nothing of the instance is read after
 /// it: a slot counts as live while that word holds it (`Instance::slots_live`), and once
 /// none is live the plan may be retired and its instances freed by another thread.
-/// (Clearing from the first word on, the loop read the word past the run after the slot
-/// had been seen free: the loom model `free_then_reclaim`.)
+/// (A loop clearing from the first word on would read the word past the run after the
+/// slot was seen free: the loom model `free_then_reclaim` fails so.)
 ///
 /// # Safety
 /// As [`slab_place`].

@@ -126,14 +126,14 @@ fn whole_blocks(slot: &Slot) -> std::ops::Range<usize> {
 fn block_of(spanning: &[AtomicU32], group: usize) -> &AtomicU32 {
     debug_assert!(group >> BLOCK_SHIFT < spanning.len());
     // SAFETY: `group` is a group of the plan (`covered`'s assertion), and there is a
-    // block word for each block of groups (`slab::blocks_of`).
+    // block word for each block of groups (`instance::blocks_of`).
     unsafe { spanning.get_unchecked(group >> BLOCK_SHIFT) }
 }
 
 /// Words a hand-out checks together: one branch per chunk. Most slots cover a word or
-/// two, but the few over hundreds of groups hold most of the words: on candle's
-/// MobileNetV4 plan, slots of more than 256 groups are 2% of the slots and 70% of the
-/// words (up to 42,000 each).
+/// two, but the few over hundreds of groups hold most of the words: in a plan of large
+/// tensors placed over a region of small ones, a few per cent of the slots can cover tens
+/// of thousands of groups each.
 const CHUNK: usize = 8;
 
 /// Whether every word is [`EMPTY`] (each loaded with Acquire). `EMPTY` is all ones, so a
@@ -143,7 +143,7 @@ pub(super) fn all_empty(words: &[AtomicU32]) -> bool {
     const { assert!(EMPTY == u32::MAX) };
     let empty = |o: &AtomicU32| o.load(Ordering::Acquire) == EMPTY;
     if words.len() < CHUNK {
-        return words.iter().all(empty); // most slots: the hit path as it was
+        return words.iter().all(empty); // most slots: a load or two
     }
     let (chunks, rest) = words.split_at(words.len() / CHUNK * CHUNK);
     chunks.chunks_exact(CHUNK).all(|chunk| {

@@ -60,9 +60,9 @@
 //!    learned as a skip from that slot to the run's first request's, if that matches it.
 //!
 //! Skips (`skips.rs`) are what a pass found out about the plan for the passes after it: a
-//! plan of a process's first forward holds one-time slots that every later pass passes
-//! over, and each would pay rule 7's search again (7 requests of candle's BERT-mini,
-//! 800 KB a pass to the backend) or rule 4's miss. They are hints, shared by the plan's
+//! plan of a process's first pass holds one-time slots that every later pass passes
+//! over, and each would pay rule 7's search again (a few requests a pass, served by the
+//! backend) or rule 4's miss. They are hints, shared by the plan's
 //! instances and taken only by a request that matches the slot they name. A skip belongs
 //! to the first request that misses at its slot, the one a later pass brings there first
 //! (learned for a later one, in a run of equal sizes it puts each request of the run a
@@ -76,10 +76,14 @@
 //! allocations apart).
 //!
 //! A request small enough for the plan's lanes takes a free cell of its size class
-//! instead (see `lanes.rs`): it is matched to nothing and moves no cursor, and its hits
+//! instead (see `hit.rs`): it is matched to nothing and moves no cursor, and its hits
 //! are not in the clock the rules above count hits by. Its node counts it, though: the
 //! profile listed the lane requests that escaped it by node and count (see
 //! `lane_count.rs`), and those go to the backend, as every escaping allocation does.
+//!
+//! [`LONG_WINDOW`]: crate::replay::state::LONG_WINDOW
+//! [`BEHIND`]: crate::replay::state::BEHIND
+//! [`AGREE`]: crate::replay::state::AGREE
 
 use crate::replay::anchor::{anchored, learn_from_place};
 use crate::replay::slab::compile::{CompiledPlan, Slot};
@@ -359,9 +363,9 @@ fn placed(lost: &mut Lost) {
 /// the pass was not lost and its run of misses began at `next`, the skip goes from `next`
 /// to the candidate the run's first miss named (the next pass's first request at `next`
 /// takes it): `pending` itself when that miss named it, or one before it when a request
-/// that later forwards make elsewhere stood between the two (candle's MobileNetV4: a
-/// run of equal sizes whose first two requests missed at one slot). Learned for the
-/// later miss, the skip took each request of the run a slot one place on.
+/// that later passes make elsewhere stood between the two (in a run of equal sizes whose
+/// first two requests missed at one slot). Learned for the later miss, the skip would
+/// take each request of the run a slot one place on.
 fn learn_from_candidate(plan: &CompiledPlan, lost: &Lost, node: u32, next: u32, pending: u32) {
     let start = lost.start;
     let run = 1..ANCHOR as u32; // a run is going on, and has not searched yet

@@ -1,9 +1,9 @@
 //! Skips a plan's replayed passes learned: where a pass that lost its place in a run of
-//! planned slots it did not allocate (a process's first forward, planned, with one-time
-//! state that later forwards no longer build) found it again. The next pass that stands
-//! at the run's first slot with a request that does not match it jumps to the place at
-//! once, instead of paying the misses that finding it again costs (two anchors of rule
-//! 7 in `replay.rs`: 7 requests of candle's BERT-mini, 800 KB a pass to the backend).
+//! planned slots it did not allocate (a process's first pass, planned, with one-time
+//! state that later passes do not build) found it again. The next pass that stands at
+//! the run's first slot with a request that does not match it jumps to the place at
+//! once, instead of paying the misses that finding it again costs (two anchors of rule 7
+//! in `matching.rs`: a few requests a pass, served by the backend).
 //!
 //! A skip is a hint, shared by the plan's instances: written on the cold path, read only
 //! after the faster rules failed, and taken only by a request that matches the slot it

@@ -23,7 +23,7 @@ pub(crate) struct Cursor {
     /// The node's lane requests so far in the pass (the next one's lane ordinal).
     pub(crate) lanes: u32,
     /// The lane ordinal of the node's next escaping lane request ([`NO_SLOT`]: none; see
-    /// [`CompiledPlan::lane_escape`]).
+    /// `CompiledPlan::lane_escape`).
     pub(crate) escape: u32,
 }
 

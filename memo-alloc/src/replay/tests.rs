@@ -102,7 +102,7 @@ fn run_learned(plan: &CompiledPlan, requests: &[u64], lane_max: u64) -> Vec<Opti
 
 /// What `run` took, a slot taken again counted as a miss: a going back (see
 /// [`BACK`]) walks slots a wrong jump passed, and may reach the one the jump's
-/// confirming request took. In a pass that is a claim of a slot taken before, which
+/// confirming request took. In a pass that is a claim of a slot taken already, which
 /// fails if it is still live: counting it as a miss is the worst case.
 fn once(took: Vec<Option<u32>>) -> Vec<Option<u32>> {
     let mut seen = std::collections::HashSet::new();
@@ -156,9 +156,9 @@ fn each_rule() {
 }
 
 /// A request inserted before a slot of its size takes it; the displaced request then
-/// goes back to the slot its predecessor passed, and the rest follow in step. Before
-/// rule 2, each displaced request jumped again and the cursor ran ahead (from the
-/// fourth request on, every one missed).
+/// goes back to the slot its predecessor passed, and the rest follow in step (without
+/// rule 2, each displaced request would jump again and the cursor run ahead, every
+/// request from the fourth on missing).
 #[test]
 fn an_insertion_before_a_slot_of_its_size_costs_one_slot() {
     let p = plan(&[16, 4096, 256, 16, 4096, 1000, 4096, 16, 256, 1000]);
@@ -175,8 +175,8 @@ fn an_insertion_before_a_slot_of_its_size_costs_one_slot() {
 }
 
 /// Two inserted requests matching a place ahead by chance make a wrong jump; the
-/// request after it does not follow and goes back. Before rule 2, every later request
-/// missed: the cursor stood ahead of them all.
+/// request after it does not follow and goes back (without rule 2, every later request
+/// would miss: the cursor would stand ahead of them all).
 #[test]
 fn a_wrong_jump_goes_back() {
     let p = plan(&[100, 200, 300, 400, 500, 600, 700, 800, 900]);
@@ -217,7 +217,7 @@ fn a_shrinking_pass_passes_over_slots_shrunk_into_lanes() {
 
 /// In a run of equal sizes, a candidate the next request does not confirm (its next
 /// slot is of another size) gives way to the next slot of the size ahead of it, so the
-/// run is found again; before, every request named the first candidate again.
+/// run is found again, rather than every request naming the first candidate again.
 #[test]
 fn candidates_walk_a_run_of_equal_sizes() {
     let p = plan(&[1888, 1744, 3312, 368, 496, 368, 368, 368, 368, 2640]);
@@ -285,11 +285,11 @@ fn a_long_missing_run_costs_a_few_requests() {
     );
 }
 
-/// A process's first forward, planned, in candle's BERT: a run of one-time slots of
-/// one size, longer than the window, before a stretch of the model that repeats with
-/// a short period. The run's nearest place for one anchor is then a period short of
-/// the place the anchor before found; doubling the wait after each such disagreement
-/// missed the rest of the model's first layer (49 requests of candle's 267; 14 now).
+/// A process's first pass, planned: a run of one-time slots of one size, longer than
+/// the window, before a stretch of the model that repeats with a short period. The
+/// run's nearest place for one anchor is then a period short of the place the anchor
+/// before found; doubling the wait after each such disagreement would miss the rest of
+/// the stretch.
 #[test]
 fn a_missing_run_before_a_short_period_costs_a_few_requests() {
     let head: Vec<u64> = (1..=12u64).map(mixed_size).collect();
@@ -316,8 +316,7 @@ fn a_missing_run_before_a_short_period_costs_a_few_requests() {
     let missed: Vec<usize> = (0..took.len()).filter(|&i| took[i].is_none()).collect();
     // Three anchors' runs at most (the first holds the head's stray request and finds
     // nothing; the next finds the place; the third's nearest place is a period short,
-    // and it matches at the place before too): before, 95 of the 138 requests missed
-    // (16 when a place a period short was taken after a fourth anchor agreed).
+    // and it matches at the place before too).
     assert!(
         missed.len() <= 3 * ANCHOR,
         "missed {} requests: {missed:?}",
@@ -343,13 +342,12 @@ fn first_forward_plan() -> (Vec<u64>, Vec<u64>) {
     (sizes.collect(), requests.collect())
 }
 
-/// candle's BERT-mini, its first forward planned: a few one-time slots in the head
-/// (the second forward's request stands for the first of them: it misses and names
-/// a candidate, which the request after it confirms), then a run of one-time slots.
-/// The head's miss has its place once the candidate is confirmed: left in the run,
-/// it spoiled the first anchor of the missing run after it (its distance in
-/// requests is not its distance in slots past the jump), and the place was found
-/// one anchor later.
+/// A plan of a process's first pass: a few one-time slots in the head (the second
+/// pass's request stands for the first of them: it misses and names a candidate, which
+/// the request after it confirms), then a run of one-time slots. The head's miss has
+/// its place once the candidate is confirmed: left in the run, it would spoil the first
+/// anchor of the missing run after it (its distance in requests is not its distance in
+/// slots past the jump), and the place would be found one anchor later.
 #[test]
 fn a_miss_placed_by_a_jump_leaves_the_run() {
     let (sizes, requests) = first_forward_plan();
@@ -361,9 +359,8 @@ fn a_miss_placed_by_a_jump_leaves_the_run() {
         "the head's jump"
     );
     let missed = took.iter().filter(|t| t.is_none()).count();
-    // The head's miss and two anchors (the first finds the place, the second
-    // confirms it): 8 misses; before, 11 (the first anchor held the head's miss and found
-    // nothing, and the search after it waited twice as long).
+    // The head's miss and two anchors (the first finds the place, the second confirms
+    // it): 8 misses.
     assert!(missed <= 1 + 2 * ANCHOR, "missed {missed}: {took:?}");
     assert_eq!(took.last(), Some(&Some(sizes.len() as u32 - 1)));
 }
@@ -392,16 +389,15 @@ fn the_skips_one_pass_found_cost_the_next_nothing() {
     assert_eq!(second, own, "each request its own slot");
 }
 
-/// candle's MobileNetV4, its first forward planned: one-time slots in the head, and
-/// two small requests there that later forwards make further on, so the first two
-/// requests of a run of equal sizes miss at the same slot before a third confirms a
-/// candidate. The skip belongs to the first request to miss there: learned for the
-/// second (the one that named the candidate), the next pass's first took it, and every
-/// request of the run after it the slot one place on: a buffer that lives the whole
-/// pass took a slot planned to live a few allocations, and the slots planned after
-/// those at its place overlapped it for the rest of each pass (8.9 MB of misses a pass
-/// in the engine, until a re-profile). The next pass takes what the first took, and
-/// the slot the first request's miss named; the pass after it misses nothing.
+/// A plan of a process's first pass: one-time slots in the head, and two small requests
+/// there that later passes make further on, so the first two requests of a run of equal
+/// sizes miss at the same slot before a third confirms a candidate. The skip belongs to
+/// the first request to miss there: learned for the second (the one that named the
+/// candidate), the next pass's first would take it, and every request of the run after
+/// it the slot one place on: a buffer that lives the whole pass would take a slot
+/// planned to live a few allocations, and the slots planned after those at its place
+/// would overlap it for the rest of each pass. The next pass takes what the first took,
+/// and the slot the first request's miss named; the pass after it misses nothing.
 #[test]
 fn a_skip_belongs_to_the_first_request_missing_at_its_slot() {
     let (big, mid) = (1_605_632u64, 401_408u64);
@@ -451,13 +447,12 @@ fn a_wrong_skip_is_taken_back() {
     assert_eq!(took.last(), Some(&Some(7)), "in step at the end: {took:?}");
 }
 
-/// The faulting pass of candle's MobileNetV4 at two request threads (one pass in
-/// thirty): the plan holds a first pass's one-time slots after its first few, the
-/// model's sequence repeats block after block, and a request that moves about from
-/// pass to pass (`x`, in the plan a few blocks on) came first in the lost run this
-/// time. The run's anchor then matched only the far place where the plan has `x`, and
-/// the rest of the pass took slots whole blocks ahead of its own. A far place one
-/// anchor finds is taken only once the next anchor agrees.
+/// A pass whose plan holds a first pass's one-time slots after its first few, whose
+/// sequence repeats block after block, and in which a request that moves about from
+/// pass to pass (`x`, in the plan a few blocks on) comes first in the lost run. The
+/// run's anchor then matches only the far place where the plan has `x`: taken, the rest
+/// of the pass would take slots whole blocks ahead of its own. A far place one anchor
+/// finds is taken only once the next anchor agrees.
 #[test]
 fn an_insertion_in_the_anchor_does_not_jump_blocks_ahead() {
     let block: Vec<u64> = (1..=60u64).map(mixed_size).collect();
@@ -483,8 +478,7 @@ fn an_insertion_in_the_anchor_does_not_jump_blocks_ahead() {
         .filter(|(t, own)| **t == Some(**own))
         .count();
     // Three searches' runs (a false place, the true one, the one agreeing with it),
-    // and the requests that meanwhile took one-time slots of their size: before
-    // agreement was required, none of the 600 took its own slot.
+    // and the requests that meanwhile took one-time slots of their size.
     assert!(
         right + 8 * ANCHOR >= own.len(),
         "{right} of {} block requests took their own slots",
@@ -844,9 +838,8 @@ fn repeating(
 ///
 /// Over 1,000 random passes (a fixed seed), as an online matcher can be unlucky:
 /// one-time slots can hold a stretch of a block's sizes, and a short block can make
-/// them look like one. About 1 pass in 1,000 loses more than the bound with one-time
-/// runs no longer than a block (2 without that limit); 9 in 1,000 did (12 without
-/// the limit) while two searches' places had to be equal to agree.
+/// them look like one: about 1 pass in 1,000 loses more than the bound with one-time
+/// runs no longer than a block (2 without that limit).
 #[test]
 fn a_repeating_sequence_finds_its_own_block() {
     use proptest::strategy::ValueTree;

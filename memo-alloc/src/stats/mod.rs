@@ -1,5 +1,8 @@
-//! Process-wide counters ([`Stats`], read with `memo_alloc::stats()`) and the reasons they
-//! count by.
+//! Process-wide counters: [`Stats`], as `memo_alloc::stats()` takes them, and the reasons
+//! they count by ([`MissReason`], [`AbandonReason`], [`PlanRejection`]).
+
+// The folder: `snapshot.rs` (Stats), `reasons.rs`, and `counters.rs` (what passes count
+// into while they run). It may use `support` only.
 
 mod counters;
 mod reasons;

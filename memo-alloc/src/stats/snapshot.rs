@@ -29,14 +29,14 @@ pub struct Stats {
     pub misses: u64,
     /// Misses by reason, indexed by [`MissReason`] as `usize`.
     pub misses_by_reason: [u64; MISS_REASONS],
-    /// Profiles given up before planning, by [`AbandonReason`] as `usize`.
+    /// Profiles given up before planning, by [`AbandonReason`](crate::stats::AbandonReason) as `usize`.
     pub profiles_abandoned: [u64; ABANDON_REASONS],
     /// Replayed passes that unwound or whose thread exited: their counters count toward
     /// nothing (neither divergence nor the shares above).
     pub replays_abandoned: u64,
     /// Plan files loaded from `MEMO_PLAN_DIR`.
     pub plan_files_loaded: u64,
-    /// Plan files rejected, by [`PlanRejection`] as `usize`.
+    /// Plan files rejected, by [`PlanRejection`](crate::stats::PlanRejection) as `usize`.
     pub plan_files_rejected: [u64; PLAN_REJECTIONS],
     /// Plans currently kept.
     pub plans: u64,

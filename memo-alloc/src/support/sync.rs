@@ -1,7 +1,7 @@
 //! Where every atomic, owner-only cell and lock of the crate comes from. A leaf.
 //!
-//! The lock-free protocols (slot hand-off in `replay`, the instance pool in `slab`, the
-//! key state machine in `registry`, reclamation in `reclaim`) live on heap objects built
+//! The lock-free protocols (slot hand-off in `replay`, the instance pool in `replay::slab`,
+//! the key state machine and reclamation in `registry`) live on heap objects built
 //! from the switched types below: under `cfg(loom)` they are loom's, so the models in
 //! `loom_tests.rs` run this crate's real code. Statics that must be `const`-initialised
 //! and take part in no modelled protocol (counters, the region directory, the locks of
@@ -10,7 +10,7 @@
 //! # The locks
 //! [`SpinLock`] is the crate's only lock: it never allocates, is only ever taken at pass
 //! boundaries (never inside `alloc`, `dealloc` or `realloc`), and a forked child can
-//! reset it. Every lock is a `static` named by a [`LockId`]; `fork.rs` takes them all
+//! reset it. Every lock is a `static` named by a [`LockId`]; `pass/fork.rs` takes them all
 //! before a `fork`, in the order of [`LockId`], which is also the only order in which the
 //! code nests them.
 

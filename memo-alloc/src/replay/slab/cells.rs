@@ -1,34 +1,14 @@
-//! Lanes: the part of a slab that serves small requests by size class.
-//!
-//! A pass of a real engine makes most of its allocations tiny: candle's MobileNetV4-small
-//! makes 350,000 a forward, 300,000 of them 64 bytes or less, and at most 6,400 of those
-//! live at once. Planned one by one, each costs a compiled slot (32 bytes, plus 4 of
-//! pass-end stamp) and a planner buffer (56 bytes while planning): 13 MB of tables for
-//! the plan's lifetime and 30 MB more while it is made, for under a megabyte of data.
-//!
-//! With lanes (`Config::lanes`, 256 bytes by default), a request of at most `max` bytes
-//! (size and alignment)
-//! takes no slot: it takes a free *cell* of its size class (16, 32, ... `max` bytes, a
-//! power of two) from the instance's *lane block*, a block of its own beside the slots'
-//! (see `slab.rs`: a live cell holds only that block). A profile counts, per class,
-//! the most such requests it had live at once (and those still live at its end, which a
-//! later pass of the same instance may meet); the plan holds that many cells of each
-//! class ([`LaneLayout`]). Each instance keeps one bit per cell ([`LaneCells`]):
+//! The lane cells of a plan and of an instance (see the lanes of `replay`): where each
+//! size class's cells lie in an instance's lane block ([`LaneLayout`]), and which of them
+//! are live ([`LaneCells`], one bit per cell):
 //! - a hand-out sets a clear bit of its class (`fetch_or`, Acquire: the free that cleared
 //!   it happens-before the cell's reuse), scanning the class's words from where the last
 //!   hand-out found one;
 //! - a free, on any thread, clears its cell's bit (`fetch_and`, Release), the last access
 //!   to the instance it makes (as a slot's first group word, see `replay::free`).
 //!
-//! A request whose class is full takes a cell of the smallest class above it that has
-//! one (a bucket's smaller shape moves requests down a class: the classes above have
-//! cells to spare); when those are full too (the pass has more live than any profile
-//! had), it goes to the backend as an overlap miss. A lane request the profile saw escape
-//! its pass goes to the backend instead (see `lane_count.rs`). Lanes never move a node's
-//! place in its slots: the planned sequence holds only the larger requests, so an
-//! inserted or missing small allocation does not disturb matching either. Cells are
-//! aligned to their size: classes are laid out largest first from the lane block's base,
-//! which is chunk-aligned.
+//! Cells are aligned to their size: classes are laid out largest first from the lane
+//! block's base, which is chunk-aligned.
 
 use crate::memory::lane_classes::{
     cell_size, classes_below, valid_max, CLASSES, MAX_CELLS, MIN_CELL_LOG2,

@@ -5,7 +5,7 @@
 //!   `base + k`: entering an op costs one hash lookup of `(parent, name)`.
 //! - Each node owns a contiguous range of slots indexed by ordinal (`slot_ranges`); a slab
 //!   instance keeps a [`Cursor`] per node over that range: an allocation's slot is the
-//!   cursor's next one, or one found by re-synchronising (see `replay.rs`). Each slot
+//!   cursor's next one, or one found by re-synchronising (see `replay::matching`). Each slot
 //!   carries the range of sizes seen for it across the profiles merged into the plan.
 //! - Planned slots are grouped by start offset (*address groups*, sorted by offset): the
 //!   groups cut the slab into elementary intervals, and each slot covers the run of them
@@ -68,8 +68,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, CompileError> {
 }
 
 /// One allocation key's slot: 32 bytes, two to a cache line. The replay path reads the
-/// slots in order, and on a plan of 350,000 slots (candle's MobileNetV4) the table is
-/// larger than the cache.
+/// slots in order, and the table of a plan of hundreds of thousands of slots is larger
+/// than the cache.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) offset: u64,
@@ -156,7 +156,7 @@ pub(crate) struct CompiledPlan {
     /// The bytes of an instance's slot block: the planned slots' height.
     pub(crate) height: u64,
     /// Where small requests go instead of slots, in an instance's lane block (see
-    /// `lanes.rs`).
+    /// `cells.rs`).
     pub(crate) lanes: LaneLayout,
     nodes: u32,
     scope_groups: Vec<ScopeGroup>,

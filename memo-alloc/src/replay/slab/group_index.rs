@@ -10,11 +10,9 @@
 //!
 //! Why not a hash table: frees of a pass come in address neighbourhoods (the program's
 //! working set), and so do the directory entries they read here, while a hash scatters
-//! them. The tables are also small: on candle's MobileNetV4-small plan (42,400 groups
-//! over 6.4 MB, 100,000 buckets of 64 bytes) 570 KB, of which a pass reads the part over
-//! its dense small slots, where the open-addressing table it replaces took 2 MB (16-byte
-//! entries at most half full) read all over; it was twice the core's L2, and frees missed
-//! it.
+//! them. The tables are also small: at most four 4-byte entries per group, plus the
+//! offsets, of which a pass reads the part over its dense small slots; a hash table of
+//! 16-byte entries at most half full takes several times that, read all over.
 
 use crate::format::trace::MAX_SLAB_HEIGHT;
 
@@ -102,8 +100,8 @@ impl GroupIndex {
 /// The bucket size, log 2, for `groups` groups up to offset `last`: the smallest with at
 /// most [`BUCKETS_PER_GROUP`] buckets per group, and at most `1 << 32` bytes so that
 /// offsets within a bucket fit a `u32`. The smallest, because small slots pack densely:
-/// sized by the average gap, MobileNetV4's 512-byte buckets held 23 groups on average
-/// (weighted by group); at 64 bytes they hold 3.1, at most 4.
+/// sized by the average gap of a plan of many small slots below a few large ones, a
+/// bucket would hold tens of groups.
 fn bucket_shift(last: u64, groups: usize) -> u32 {
     let most = (groups as u64).saturating_mul(BUCKETS_PER_GROUP);
     (0..32).find(|&s| last >> s < most).unwrap_or(32)
@@ -156,8 +154,8 @@ mod tests {
         // A few groups over a large slab: a few buckets.
         let sparse = GroupIndex::new(&[0, 1 << 30, 30 << 30]);
         assert!(sparse.bytes() <= 4 * (3 + 3 * BUCKETS_PER_GROUP as usize + 1));
-        // Dense small slots below one large one far away, as MobileNetV4-small's plan:
-        // the buckets over the dense part hold a few groups, not the average gap's worth.
+        // Dense small slots below one large one far away, as in an engine's plan: the
+        // buckets over the dense part hold a few groups, not the average gap's worth.
         let mut dense: Vec<u64> = (0..40_000).map(|i| i * 16).collect();
         dense.push(6 << 20);
         let index = GroupIndex::new(&dense);

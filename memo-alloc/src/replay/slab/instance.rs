@@ -127,7 +127,7 @@ pub(crate) struct Instance {
     /// The block the plan's slots lie in (at offset 0): held while a pass uses the
     /// instance and while a slot of it is live.
     slot_block: Held,
-    /// The block the plan's lane cells lie in (see `lanes.rs`): held while a pass uses the
+    /// The block the plan's lane cells lie in (see `cells.rs`): held while a pass uses the
     /// instance and while a cell of it is live. Apart from the slots' block, so that a
     /// small allocation outliving its pass (which no profile may have seen) holds a
     /// block of a few pages, not the slab.
@@ -136,14 +136,14 @@ pub(crate) struct Instance {
     /// Put back with live slots (some may still be live).
     pub(super) pinned: AtomicBool,
     /// Put back by an unbound pass with cells live: its lane block is to be lent to the
-    /// idle list once they are freed (see [`Slabs::lend_idle`]).
+    /// idle list once they are freed (see `Slabs::lend_idle`).
     pub(super) lend_pending: AtomicBool,
     pub(crate) occupant: Box<[AtomicU32]>,
     /// Per block of `1 << BLOCK_SHIFT` groups: the live slot that covers the whole block
     /// and starts in an earlier one, or `EMPTY`. Such a slot holds these words instead of
     /// the block's `occupant` words.
     pub(crate) spanning: Box<[AtomicU32]>,
-    /// One bit per lane cell, set while the cell is live (see `lanes.rs`).
+    /// One bit per lane cell, set while the cell is live (see `cells.rs`).
     pub(crate) lanes: LaneCells,
     /// Owner-only: per scope node, where its allocations stand in its slots.
     pub(crate) cursors: OwnerCell<Box<[Cursor]>>,
@@ -351,7 +351,7 @@ impl Instance {
 static LEND_PENDING: crate::support::sync::plain::AtomicUsize =
     crate::support::sync::plain::AtomicUsize::new(0);
 
-/// Whether some instance waits to lend its block (see [`Slabs::lend_idle`]).
+/// Whether some instance waits to lend its block (see `Slabs::lend_idle`).
 pub(crate) fn lends_pending() -> bool {
     LEND_PENDING.load(Ordering::Relaxed) > 0
 }

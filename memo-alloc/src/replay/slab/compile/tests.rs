@@ -162,7 +162,7 @@ fn rejects_sparse_numbering_before_sizing_tables() {
     f.slots[0].ordinal = 4_000_000_000;
     let e = CompiledPlan::compile(&f).unwrap_err();
     assert!(e.0.contains("ordinal"), "{e}");
-    // u32::MAX as an occurrence used to overflow.
+    // u32::MAX as an occurrence does not overflow the numbering.
     let mut f = file();
     f.scopes[3].occurrence = u32::MAX;
     let e = CompiledPlan::compile(&f).unwrap_err();
