@@ -75,7 +75,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
     let mut p = plan("hostile-ordinal");
     p.slots[1].ordinal = 4_000_000_000;
     write(&dir, "hostile-ordinal.1.plan.json", &p);
-    // An occurrence of u32::MAX (used to overflow and poison the loader).
+    // An occurrence of u32::MAX (it must neither overflow nor poison the loader).
     let mut p = plan("hostile-occurrence");
     p.scopes[1].occurrence = u32::MAX;
     write(&dir, "hostile-occurrence.1.plan.json", &p);

@@ -1,5 +1,5 @@
 //! Lanes: requests of at most `Config::lanes` bytes replay from size-class cells of the
-//! slab, not from planned slots (see memo-alloc's `lanes.rs`).
+//! slab, not from planned slots (see the lanes of memo-alloc's `replay` module).
 //!
 //! Every block goes through the shadow checker's registry: a block overlapping any live
 //! block fails, and each block's pattern is verified before it is freed, also on another

@@ -106,8 +106,8 @@ fn resident() -> u64 {
 
 /// A pass that ran on the backend while its key was being planned frees its memory after
 /// the plan's publication (which trims the backend's heaps): the thread's arena would
-/// keep it resident for good, as the key's passes now run on slabs (at 2 request threads,
-/// memo-bench's resnet50 kept 2 MB in each of their arenas, a fifth of the process).
+/// keep it resident for good, as the key's passes now run on slabs (with several request
+/// threads, each keeps a pass's working set in its arena).
 /// The end of such a pass has the planner trim the heaps again.
 #[test]
 fn a_pass_on_the_backend_gives_its_memory_back_once_the_plan_is_published() {

@@ -548,9 +548,9 @@ fn child_skipped_window() {
 
 /// A pass takes a free instance that holds its memory before one that gave it back: when
 /// a re-profile begins, the plan's idle instances give their memory back while another
-/// thread's pass holds its own; that thread's next pass took the first free instance, one
-/// without memory, faulting a second copy of the slab in beside its own (candle's
-/// BERT-mini peaked 2.4 MB higher in runs that re-profiled).
+/// thread's pass holds its own; were that thread's next pass to take the first free
+/// instance, one without memory, it would fault a second copy of the slab in beside its
+/// own.
 #[test]
 fn a_pass_takes_a_warm_instance_before_a_shed_one() {
     run_child("child_warm_instance_first", &[]);

@@ -1721,7 +1721,7 @@ fn flat_run(key: &'static str, program: &Flat) {
 }
 
 proptest! {
-    // A fixed seed, as for the matcher's own property test (`replay.rs`): the same cases
+    // A fixed seed, as for the matcher's own property test (`replay/tests.rs`): the same cases
     // run every time.
     #![proptest_config(PtConfig {
         cases: 256,
