@@ -27,7 +27,8 @@
 //! `free` reading its run's next word after clearing the run's first (so after the
 //! slot is seen free) fails `free_then_reclaim`;
 //! removing either `SeqCst` fence of `registry/reclaim.rs` fails `publication`;
-//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`;
+//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails
+//! `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
 //! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells
 //! free fails `park_with_a_cell_elsewhere`.

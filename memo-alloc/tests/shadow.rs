@@ -1721,8 +1721,8 @@ fn flat_run(key: &'static str, program: &Flat) {
 }
 
 proptest! {
-    // A fixed seed, as for the matcher's own property test (`replay/tests.rs`): the same cases
-    // run every time.
+    // A fixed seed, as for the matcher's own property test (`replay/tests.rs`): the same
+    // cases run every time.
     #![proptest_config(PtConfig {
         cases: 256,
         rng_seed: proptest::test_runner::RngSeed::Fixed(0x7265_7379),

@@ -131,8 +131,8 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 }
 
 /// Whether this thread's running pass `pass`, on path `path` (as
-/// `thread::path_and_context` gives them), keeps its large blocks off the backend: a profiled or interim pass (see
-/// `own_blocks`).
+/// `thread::path_and_context` gives them), keeps its large blocks off the backend: a
+/// profiled or interim pass (see `own_blocks`).
 #[inline(always)]
 fn keeps_blocks(path: AllocPath, pass: *mut Context) -> bool {
     match path {

@@ -5,8 +5,9 @@
 //! if there is room, or it is used more than the plan it would evict ([`admit`]). Idle
 //! plans (unused for the last `2 * max_plans` pass starts) go first, then the least used
 //! ([`victim`]), and a *new* key (never planned, or evicted before the last aging period)
-//! may also take an idle plan's place. A key whose plan was evicted recently was not reused within what
-//! the cache holds: profiling it again would only churn, so it must out-use its victim.
+//! may also take an idle plan's place. A key whose plan was evicted recently was not
+//! reused within what the cache holds: profiling it again would only churn, so it must
+//! out-use its victim.
 //!
 //! So under a cyclic access pattern over more keys than the cache holds, no plan is ever
 //! idle and a working set of keys keeps its plans (plain LRU would evict every plan just

@@ -29,7 +29,8 @@ pub struct Stats {
     pub misses: u64,
     /// Misses by reason, indexed by [`MissReason`] as `usize`.
     pub misses_by_reason: [u64; MISS_REASONS],
-    /// Profiles given up before planning, by [`AbandonReason`](crate::stats::AbandonReason) as `usize`.
+    /// Profiles given up before planning, by
+    /// [`AbandonReason`](crate::stats::AbandonReason) as `usize`.
     pub profiles_abandoned: [u64; ABANDON_REASONS],
     /// Replayed passes that unwound or whose thread exited: their counters count toward
     /// nothing (neither divergence nor the shares above).
