@@ -12,7 +12,7 @@ use common::{is_child, max_rss_bytes, run_child, scratch};
 use memo_alloc::trace::{
     LaneEscape, PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
 };
-use memo_alloc::{MemoAlloc, PlanRejection};
+use memo_alloc::{MemoAlloc, PlanRejection, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -235,5 +235,5 @@ fn child_hostile() {
     assert!(r.slots_demoted > 0, "{r:?}");
     // Another program's plan is there for its key.
     let r = memo_alloc::report("another-program").unwrap();
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
 }

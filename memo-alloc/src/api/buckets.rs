@@ -11,6 +11,7 @@
 use crate::api::guards::pass;
 use crate::api::report::report;
 use crate::plan::worker::wait_for_plans;
+use crate::registry::PlanState;
 
 /// Maps a size to the smallest bucket holding it.
 ///
@@ -86,7 +87,7 @@ pub fn prewarm<R>(key: &str, mut f: impl FnMut() -> R) -> bool {
         }
         wait_for_plans(std::time::Duration::from_secs(120));
         match report(key).map(|r| r.state) {
-            Some("planned") => return true,
+            Some(PlanState::Planned) => return true,
             None => return false, // passes are off
             _ => {}
         }

@@ -1,8 +1,11 @@
-//! `stats()` and `report(key)`.
+//! What a program reads back: [`stats`] (process-wide counters), [`report`] (one pass
+//! key) and [`keys`] (every key).
 
-use crate::registry;
+use serde::{Deserialize, Serialize};
+
 use crate::registry::reclaim::RECLAIMER;
-use crate::stats::{Stats, GLOBAL, MISS_REASONS};
+use crate::registry::{self, PlanState};
+use crate::stats::{Misses, Stats, GLOBAL};
 use crate::support::sync::Ordering;
 use crate::support::thread;
 
@@ -29,14 +32,16 @@ pub fn stats() -> Stats {
     })
 }
 
-/// One pass key: its last profile, its plan and its replay counters (**contract**).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// One pass key: its last profile, its plan and its replay counters (**contract**). It
+/// serialises with serde.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
 pub struct PassReport {
     /// The pass key.
     pub key: String,
-    /// `unplanned`, `profiling`, `planned` or `replan` (replays diverged: the next pass
-    /// profiles again).
-    pub state: &'static str,
+    /// Where the key's plan stands.
+    pub state: PlanState,
     /// Allocations in the last profiled pass (reallocs included).
     pub allocations: u64,
     /// Allocation keys planned into the slab.
@@ -90,8 +95,8 @@ pub struct PassReport {
     pub admissions_refused: u64,
     /// Allocations served from slabs.
     pub slab_hits: u64,
-    /// Misses by reason (indexed like [`crate::MissReason`]).
-    pub misses_by_reason: [u64; MISS_REASONS],
+    /// Misses by reason.
+    pub misses_by_reason: Misses,
 }
 
 /// The report of one pass key, or `None` if no pass of it ran.
@@ -102,7 +107,7 @@ pub fn report(key: &str) -> Option<PassReport> {
         let c = &e.counters;
         let mut rep = PassReport {
             key: key.to_string(),
-            state: e.state().name(),
+            state: e.state().plan_state(),
             passes_profiled: c.passes_profiled.load(r),
             passes_replayed: c.passes_replayed.load(r),
             passes_backend: c.passes_backend.load(r),
@@ -111,7 +116,7 @@ pub fn report(key: &str) -> Option<PassReport> {
             evictions: c.evictions.load(r),
             admissions_refused: c.admissions_refused.load(r),
             slab_hits: c.slab_hits.load(r),
-            misses_by_reason: std::array::from_fn(|i| c.misses[i].load(r)),
+            misses_by_reason: Misses::from_counts(std::array::from_fn(|i| c.misses[i].load(r))),
             ..PassReport::default()
         };
         if let Some(s) = e.summary(|s| s.clone()) {
@@ -139,5 +144,26 @@ pub fn report(key: &str) -> Option<PassReport> {
             rep.slab_resident_bytes = s.resident_bytes();
         }
         Some(rep)
+    })
+}
+
+/// The pass keys the allocator knows, sorted: every key a pass was started with, and every
+/// key holding a plan loaded from a file (at most 4,096 keys; the name of a `pass()` inside
+/// a pass, which is a scope, is none). [`report`] gives each one's figures.
+///
+/// ```
+/// drop(memo_alloc::pass("keys-doc"));
+/// assert!(memo_alloc::keys().iter().any(|k| k == "keys-doc"));
+/// ```
+pub fn keys() -> Vec<String> {
+    thread::with_bookkeeping(|| {
+        let mut keys = Vec::new();
+        registry::for_each(|e| {
+            if e.last_used() > 0 || e.has_plan() {
+                keys.push(e.key.to_string());
+            }
+        });
+        keys.sort_unstable();
+        keys
     })
 }

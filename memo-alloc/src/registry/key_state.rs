@@ -24,7 +24,10 @@
 //! counters) is the key entry's (`key_entry.rs`); who moves a key along is the pass
 //! (`pass::start`, `pass::finish`), the planner (`plan::job`) and the cache (`cache.rs`).
 
+use std::fmt;
 use std::ptr;
+
+use serde::{Deserialize, Serialize};
 
 use crate::replay::slab::pool::Slabs;
 use crate::support::sync::{AtomicUsize, Ordering};
@@ -75,14 +78,51 @@ impl KeyState {
         }
     }
 
-    /// Name in reports.
-    pub(crate) fn name(self) -> &'static str {
+    /// The state as reports give it.
+    pub(crate) fn plan_state(self) -> PlanState {
         match self {
-            KeyState::Unplanned => "unplanned",
-            KeyState::Profiling(_) => "profiling",
-            KeyState::Planned(_) => "planned",
-            KeyState::Stale(_) => "replan",
+            KeyState::Unplanned => PlanState::Unplanned,
+            KeyState::Profiling(_) => PlanState::Profiling,
+            KeyState::Planned(_) => PlanState::Planned,
+            KeyState::Stale(_) => PlanState::Replan,
         }
+    }
+}
+
+/// Where a pass key's plan stands, as [`crate::report`] gives it (the key's states of
+/// the module documentation, without their plans). It serialises as its name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PlanState {
+    /// No plan: the key's next admitted pass profiles.
+    #[default]
+    Unplanned,
+    /// A pass of the key is profiled, or its profile is being planned; the key's other
+    /// passes replay its previous plan, if it has one.
+    Profiling,
+    /// The key's passes replay its plan.
+    Planned,
+    /// Replays of the plan diverged: the key's next pass profiles it again (the others
+    /// keep replaying it meanwhile).
+    Replan,
+}
+
+impl PlanState {
+    /// The state's name: `unplanned`, `profiling`, `planned` or `replan`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanState::Unplanned => "unplanned",
+            PlanState::Profiling => "profiling",
+            PlanState::Planned => "planned",
+            PlanState::Replan => "replan",
+        }
+    }
+}
+
+impl fmt::Display for PlanState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

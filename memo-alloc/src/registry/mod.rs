@@ -16,4 +16,5 @@ mod table;
 
 pub(crate) use key_entry::{now, KeyEntry, Summary, SUMMARIES};
 pub(crate) use key_state::KeyState;
+pub use key_state::PlanState;
 pub(crate) use table::{entry, find, for_each, lend_idle_blocks, totals, INSERT};

@@ -2,6 +2,7 @@
 //! ([`PassCounters`]) and adds them to the process-wide atomics ([`GLOBAL`]) when it ends,
 //! so the allocation path never touches a shared cache line.
 
+use crate::stats::misses::Misses;
 use crate::stats::reasons::{MissReason, ABANDON_REASONS, MISS_REASONS, PLAN_REJECTIONS};
 use crate::stats::snapshot::Stats;
 use crate::support::sync::{plain::AtomicU64, Ordering};
@@ -133,7 +134,7 @@ impl Global {
             slab_hits: self.slab_hits.load(r),
             slab_bytes: self.slab_bytes.load(r),
             misses: misses_by_reason.iter().sum(),
-            misses_by_reason,
+            misses_by_reason: Misses::from_counts(misses_by_reason),
             profiles_abandoned: load_all(&self.profiles_abandoned),
             replays_abandoned: self.replays_abandoned.load(r),
             plan_files_loaded: self.plan_files_loaded.load(r),

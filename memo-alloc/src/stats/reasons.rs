@@ -1,9 +1,15 @@
 //! Why things did not go the planned way: a replayed allocation that missed its slab
 //! ([`MissReason`]), a profile given up ([`AbandonReason`]), a plan file not loaded
-//! ([`PlanRejection`]).
+//! ([`PlanRejection`]). Each serialises as its name (`too_large`, `out_of_memory`, ...).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 
 /// Why an allocation inside a replayed pass was served by the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 #[repr(usize)]
 pub enum MissReason {
     /// No slot was planned for this (scope, ordinal): an extra allocation or an unknown op.
@@ -54,7 +60,9 @@ impl MissReason {
 }
 
 /// Why a profile was given up before it was planned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 #[repr(usize)]
 pub enum AbandonReason {
     /// The backend failed an allocation, or the recorder's own memory could not grow.
@@ -100,7 +108,9 @@ impl AbandonReason {
 }
 
 /// Why a plan file in `MEMO_PLAN_DIR` was not loaded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 #[repr(usize)]
 pub enum PlanRejection {
     /// The file could not be read.
@@ -133,5 +143,23 @@ impl PlanRejection {
             PlanRejection::Unsupported => "unsupported",
             PlanRejection::Invalid => "invalid",
         }
+    }
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for AbandonReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for PlanRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

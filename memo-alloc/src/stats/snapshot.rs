@@ -1,12 +1,20 @@
 //! [`Stats`]: a snapshot of the process-wide counters, as `memo_alloc::stats()` takes it.
 
-use crate::stats::reasons::{MissReason, ABANDON_REASONS, MISS_REASONS, PLAN_REJECTIONS};
+use serde::{Deserialize, Serialize};
+
+use crate::stats::misses::Misses;
+use crate::stats::reasons::{
+    AbandonReason, MissReason, PlanRejection, ABANDON_REASONS, PLAN_REJECTIONS,
+};
 
 /// Process-wide counters (a snapshot; passes still running are not included yet).
 ///
 /// Shares follow from the counters alone: of all allocations made inside passes,
-/// `slab_hits / pass_allocations()` were served from slabs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `slab_hits / pass_allocations()` were served from slabs. It serialises with serde (and
+/// prints in the Prometheus text format: [`Stats::to_prometheus`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Passes that were profiled (abandoned profiles included).
     pub passes_profiled: u64,
@@ -27,17 +35,18 @@ pub struct Stats {
     pub slab_bytes: u64,
     /// Allocations inside replayed passes served by the backend, all reasons together.
     pub misses: u64,
-    /// Misses by reason, indexed by [`MissReason`] as `usize`.
-    pub misses_by_reason: [u64; MISS_REASONS],
-    /// Profiles given up before planning, by
-    /// [`AbandonReason`](crate::stats::AbandonReason) as `usize`.
+    /// Misses by reason.
+    pub misses_by_reason: Misses,
+    /// Profiles given up before planning, indexed by [`AbandonReason`] as `usize` (see
+    /// [`Stats::profiles_abandoned_for`]).
     pub profiles_abandoned: [u64; ABANDON_REASONS],
     /// Replayed passes that unwound or whose thread exited: their counters count toward
     /// nothing (neither divergence nor the shares above).
     pub replays_abandoned: u64,
     /// Plan files loaded from `MEMO_PLAN_DIR`.
     pub plan_files_loaded: u64,
-    /// Plan files rejected, by [`PlanRejection`](crate::stats::PlanRejection) as `usize`.
+    /// Plan files rejected, indexed by [`PlanRejection`] as `usize` (see
+    /// [`Stats::plan_files_rejected_for`]).
     pub plan_files_rejected: [u64; PLAN_REJECTIONS],
     /// Plans currently kept.
     pub plans: u64,
@@ -73,7 +82,17 @@ pub struct Stats {
 impl Stats {
     /// Misses for one reason.
     pub fn misses_for(&self, reason: MissReason) -> u64 {
-        self.misses_by_reason[reason as usize]
+        self.misses_by_reason.get(reason)
+    }
+
+    /// Profiles abandoned for one reason.
+    pub fn profiles_abandoned_for(&self, reason: AbandonReason) -> u64 {
+        self.profiles_abandoned[reason as usize]
+    }
+
+    /// Plan files rejected for one reason.
+    pub fn plan_files_rejected_for(&self, reason: PlanRejection) -> u64 {
+        self.plan_files_rejected[reason as usize]
     }
 
     /// Share of replayed allocations served from slabs (1.0 when there were none).
