@@ -1,5 +1,5 @@
 //! `memo-alloc`: a profiling `#[global_allocator]` for programs that repeat the same
-//! computation.
+//! computation. Linux only (64-bit), today.
 //!
 //! ```no_run
 //! #[global_allocator]
@@ -52,14 +52,22 @@
 //!   working set keeps its plans under cyclic access ([`Stats::churn`] counts the rest).
 //!
 //! # What is planned
-//! Allocations made on the pass's thread between `pass()` and the guard's drop, freed on
-//! that thread before the pass ends. Not planned: allocations that outlive the pass
-//! (outputs), allocations freed on another thread during profiling (their lifetime is
-//! unknown), allocations on other threads.
+//! Allocations made in the pass between `pass()` and the guard's drop, on its thread or
+//! in a helper context a thread entered ([`current`], [`PassHandle::enter`]; an async
+//! pass: [`Pass::wrap`]), and freed before the pass ends. Not planned: allocations that
+//! outlive the pass (outputs), allocations freed on another thread during profiling
+//! (their lifetime is unknown), allocations of threads that did not enter the pass.
+//!
+//! # Reading it back
+//! [`stats()`] gives the process-wide counters ([`Stats`]; [`Stats::to_prometheus`] for a
+//! `/metrics` page), [`report`] one key's plan and counters ([`PassReport`]), [`keys`] the
+//! keys. They serialise with serde.
 //!
 //! # Settings
 //! Read once at the first pass from the environment, or set in code with [`configure`]
-//! before it: `MEMO_MODE=replay|profile|off`, `MEMO_STRATEGY=<offset strategy>`,
+//! before it (`Config::default().with_mode(Mode::Profile)`, say):
+//! `MEMO_MODE=replay|profile|off`, `MEMO_STRATEGY=<offset strategy>`,
+//! `MEMO_PLANNER=background|inline` (where profiles are planned),
 //! `MEMO_TRACE_DIR=<dir>` (write each profiled pass's trace and plan as JSON),
 //! `MEMO_PLAN_DIR=<dir>` (load plans written earlier; their keys skip profiling),
 //! `MEMO_BACKTRACE=1` (capture call sites while profiling), `MEMO_MAX_PLANS=<n>`,
