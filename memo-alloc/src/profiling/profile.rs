@@ -184,27 +184,58 @@ impl Profile {
         self.uses.try_reserve(part.uses.len())?;
         self.frames.try_reserve(part.frames.len())?;
         let shift = self.events;
+        let root = self.helper_root(helper, shift);
+        let scope_of = self.adopt_scopes(root, &part.scopes, shift)?;
+        let first = self.adopt_records(root, &scope_of, part.records, shift);
+        self.frames.extend(part.frames);
+        self.uses.extend(part.uses.into_iter().map(|u| TraceUse {
+            time: u.time + shift,
+            allocation: u.allocation + first,
+            ..u
+        }));
+        self.events += part.events;
+        self.lanes.adopt(part.lanes, &scope_of, root)?;
+        if let Some(s) = self.scopes.get_mut(root as usize) {
+            s.exit = Some(self.events);
+        }
+        if let Some(s) = self.scopes.first_mut() {
+            s.exit = Some(self.events);
+        }
+        Ok(())
+    }
+
+    /// The scope `@<helper>` of the pass, made (entered at `shift`) at the first
+    /// recording of that helper.
+    fn helper_root(&mut self, helper: u32, shift: u64) -> u32 {
         let name = format!("@{helper}");
-        let root = match self
+        let found = self
             .scopes
             .iter()
-            .position(|s| s.parent == Some(0) && s.name == name)
-        {
-            Some(i) => i as u32,
-            None => {
-                let id = self.scopes.len() as u32;
-                self.scopes.push(TraceScope {
-                    id,
-                    parent: Some(0),
-                    name,
-                    occurrence: 0,
-                    enter: Some(shift),
-                    exit: Some(shift),
-                });
-                id
-            }
-        };
-        // Occurrences and ordinals continue where earlier recordings of this helper left.
+            .position(|s| s.parent == Some(0) && s.name == name);
+        if let Some(i) = found {
+            return i as u32;
+        }
+        let id = self.scopes.len() as u32;
+        self.scopes.push(TraceScope {
+            id,
+            parent: Some(0),
+            name,
+            occurrence: 0,
+            enter: Some(shift),
+            exit: Some(shift),
+        });
+        id
+    }
+
+    /// Appends a helper's scopes under `root`, their times after `shift`, their
+    /// occurrences going on where earlier recordings of the helper left them; returns
+    /// this profile's scope of each of them.
+    fn adopt_scopes(
+        &mut self,
+        root: u32,
+        scopes: &[TraceScope],
+        shift: u64,
+    ) -> Result<Vec<u32>, TryReserveError> {
         let mut occurrences: std::collections::HashMap<(u32, String), u32> = Default::default();
         occurrences.try_reserve(self.scopes.len())?;
         for s in &self.scopes {
@@ -213,14 +244,9 @@ impl Profile {
                 *n = (*n).max(s.occurrence + 1);
             }
         }
-        let root_ordinals = self
-            .records
-            .iter()
-            .filter(|r| r.scope == root && r.ordinal != NONE)
-            .count() as u32;
         let mut scope_of: Vec<u32> = Vec::new();
-        scope_of.try_reserve_exact(part.scopes.len())?;
-        for s in &part.scopes {
+        scope_of.try_reserve_exact(scopes.len())?;
+        for s in scopes {
             let Some(parent) = s.parent else {
                 scope_of.push(root);
                 continue;
@@ -239,10 +265,29 @@ impl Profile {
             *occ += 1;
             scope_of.push(id);
         }
+        Ok(scope_of)
+    }
+
+    /// Appends a helper's records (room reserved): their scopes mapped by `scope_of`,
+    /// their times after `shift`, their ids (and tags, parents, call sites) after this
+    /// profile's, the ordinals of `root`'s records after those of earlier recordings.
+    /// Returns the id of the first.
+    fn adopt_records(
+        &mut self,
+        root: u32,
+        scope_of: &[u32],
+        records: Vec<Record>,
+        shift: u64,
+    ) -> u32 {
+        let root_ordinals = self
+            .records
+            .iter()
+            .filter(|r| r.scope == root && r.ordinal != NONE)
+            .count() as u32;
         let first = self.records.len() as u32;
         let first_frame = self.frames.len() as u32;
         let shifted = |v: u32, by: u32| if v == NONE { NONE } else { v + by };
-        for (i, r) in (0u32..).zip(part.records) {
+        for (i, r) in (0u32..).zip(records) {
             let id = first + i;
             let scope = scope_of.get(r.scope as usize).copied().unwrap_or(root);
             self.records.push(Record {
@@ -256,21 +301,7 @@ impl Profile {
                 ..r
             });
         }
-        self.frames.extend(part.frames);
-        self.uses.extend(part.uses.into_iter().map(|u| TraceUse {
-            time: u.time + shift,
-            allocation: u.allocation + first,
-            ..u
-        }));
-        self.events += part.events;
-        self.lanes.adopt(part.lanes, &scope_of, root)?;
-        if let Some(s) = self.scopes.get_mut(root as usize) {
-            s.exit = Some(self.events);
-        }
-        if let Some(s) = self.scopes.first_mut() {
-            s.exit = Some(self.events);
-        }
-        Ok(())
+        first
     }
 }
 
