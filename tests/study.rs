@@ -68,12 +68,12 @@ fn recorded() -> &'static PathBuf {
     static TRACE: OnceLock<PathBuf> = OnceLock::new();
     TRACE.get_or_init(|| {
         let dir = work_dir().join("traces");
-        let ok = configure(Config {
-            mode: Mode::Profile,
-            trace_dir: Some(dir.clone()),
-            backtrace: true,
-            ..Config::default()
-        });
+        let ok = configure(
+            Config::default()
+                .with_mode(Mode::Profile)
+                .with_trace_dir(dir.clone())
+                .with_backtrace(true),
+        );
         assert!(ok, "memo-alloc was configured before the test");
         let input: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 / 7.0).collect();
         let out = program(&input);

@@ -38,11 +38,11 @@ fn body<G: GlobalAlloc>(a: &G, keep: &mut Vec<(*mut u8, Layout)>) {
 }
 
 fn bench(c: &mut Criterion) {
-    memo_alloc::configure(Config {
-        mode: Mode::Profile,
-        strategy: OffsetStrategy::GreedyBySize,
-        ..Config::default()
-    });
+    memo_alloc::configure(
+        Config::default()
+            .with_mode(Mode::Profile)
+            .with_strategy(OffsetStrategy::GreedyBySize),
+    );
     let mut g = c.benchmark_group("profile-10k");
     g.measurement_time(Duration::from_secs(5)).sample_size(20);
     let mut keep = Vec::with_capacity(N / 100 + 1);

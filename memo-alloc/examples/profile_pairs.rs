@@ -10,11 +10,11 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
-    memo_alloc::configure(memo_alloc::Config {
-        mode: memo_alloc::Mode::Profile,
-        strategy: memo_planner::OffsetStrategy::Naive,
-        ..memo_alloc::Config::default()
-    });
+    memo_alloc::configure(
+        memo_alloc::Config::default()
+            .with_mode(memo_alloc::Mode::Profile)
+            .with_strategy(memo_planner::OffsetStrategy::Naive),
+    );
     let layout = Layout::from_size_align(64, 8).expect("layout");
     for _ in 0..passes {
         let _p = memo_alloc::pass("profile-pairs");

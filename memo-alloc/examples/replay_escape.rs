@@ -1,6 +1,6 @@
-//! `replay_pairs` with an output: each pass ends with a small allocation that outlives
-//! it (kept to the end), as a pass's output does, so that the plan lists an escaping
-//! lane request and replay counts lane requests (see memo-alloc's `lane_count.rs`):
+//! `replay_pairs` with an output: each pass ends with a small allocation that outlives it
+//! (kept to the end), as a pass's output does, so that the plan lists an escaping lane
+//! request and replay counts lane requests (see memo-alloc's `profiling/lane_count.rs`):
 //! `valgrind --tool=callgrind target/release/examples/replay_escape 64 100 escape`
 //! (without `escape`, the same binary without the output, for a difference in one code
 //! layout: a separate binary lays `replay_pairs`'s loop out differently).

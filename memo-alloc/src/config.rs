@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use memo_planner::OffsetStrategy;
+use serde::{Deserialize, Serialize};
 
-/// What passes do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What passes do. It serialises as its name (`replay`, `profile`, `off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Mode {
     /// Profile the first pass of each key, replay later ones from slabs (the default).
     Replay,
@@ -30,8 +33,10 @@ impl Mode {
     }
 }
 
-/// Where profiles are planned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where profiles are planned. It serialises as its name (`background`, `inline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Planner {
     /// On the allocator's planner thread: a profiled pass returns without waiting
     /// (the default; see `wait_for_plans`).
@@ -52,18 +57,25 @@ impl Planner {
     }
 }
 
-/// The allocator's settings.
+/// The allocator's settings: the defaults, the environment's ([`Config::from_env`]), set
+/// field by field or with the `with_*` methods. It serialises with serde (the strategy by
+/// its name; a document may leave out any field, which keeps its default).
 ///
 /// ```
 /// use memo_alloc::{Config, Mode};
-/// let c = Config { mode: Mode::Profile, ..Config::default() };
-/// assert_eq!(c.strategy.name(), "best");
+/// let c = Config::default().with_mode(Mode::Profile).with_lanes(0);
+/// assert_eq!((c.mode, c.lanes, c.strategy.name()), (Mode::Profile, 0, "best"));
+/// let json = serde_json::to_string(&c).unwrap();
+/// assert!(json.contains(r#""mode":"profile""#) && json.contains(r#""strategy":"best""#));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
 pub struct Config {
     /// What passes do (`MEMO_MODE`).
     pub mode: Mode,
     /// Offset strategy for new plans (`MEMO_STRATEGY`, default `best`).
+    #[serde(with = "strategy_name")]
     pub strategy: OffsetStrategy,
     /// Where profiles are planned (`MEMO_PLANNER=background|inline`).
     pub planner: Planner,
@@ -115,6 +127,78 @@ impl Default for Config {
 }
 
 impl Config {
+    /// With [`Config::mode`] set to `mode`.
+    pub fn with_mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// With [`Config::strategy`] set to `strategy`.
+    pub fn with_strategy(mut self, strategy: OffsetStrategy) -> Config {
+        self.strategy = strategy;
+        self
+    }
+
+    /// With [`Config::planner`] set to `planner`.
+    pub fn with_planner(mut self, planner: Planner) -> Config {
+        self.planner = planner;
+        self
+    }
+
+    /// With [`Config::trace_dir`] set to `dir`.
+    pub fn with_trace_dir(mut self, dir: impl Into<PathBuf>) -> Config {
+        self.trace_dir = Some(dir.into());
+        self
+    }
+
+    /// With [`Config::plan_dir`] set to `dir`.
+    pub fn with_plan_dir(mut self, dir: impl Into<PathBuf>) -> Config {
+        self.plan_dir = Some(dir.into());
+        self
+    }
+
+    /// With [`Config::backtrace`] set to `backtrace`.
+    pub fn with_backtrace(mut self, backtrace: bool) -> Config {
+        self.backtrace = backtrace;
+        self
+    }
+
+    /// With [`Config::max_plans`] set to `n`.
+    pub fn with_max_plans(mut self, n: usize) -> Config {
+        self.max_plans = n;
+        self
+    }
+
+    /// With [`Config::max_profile_events`] set to `n`.
+    pub fn with_max_profile_events(mut self, n: u64) -> Config {
+        self.max_profile_events = n;
+        self
+    }
+
+    /// With [`Config::max_profile_bytes`] set to `n`.
+    pub fn with_max_profile_bytes(mut self, n: u64) -> Config {
+        self.max_profile_bytes = n;
+        self
+    }
+
+    /// With [`Config::replan_miss_ratio`] set to `ratio`.
+    pub fn with_replan_miss_ratio(mut self, ratio: f64) -> Config {
+        self.replan_miss_ratio = ratio;
+        self
+    }
+
+    /// With [`Config::miss_window`] set to `passes`.
+    pub fn with_miss_window(mut self, passes: u32) -> Config {
+        self.miss_window = passes;
+        self
+    }
+
+    /// With [`Config::lanes`] set to `bytes`.
+    pub fn with_lanes(mut self, bytes: u64) -> Config {
+        self.lanes = bytes;
+        self
+    }
+
     /// The defaults overridden by the `MEMO_*` environment variables. Unknown values are
     /// reported on stderr and ignored.
     pub fn from_env() -> Config {
@@ -170,7 +254,7 @@ impl Config {
         }
         if let Ok(v) = std::env::var("MEMO_LANES") {
             match v.trim().parse::<u64>() {
-                Ok(n) if crate::lanes::valid_max(n) => c.lanes = n,
+                Ok(n) if crate::memory::lane_classes::valid_max(n) => c.lanes = n,
                 _ => eprintln!(
                     "memomalloc: MEMO_LANES={v:?} is not 0 or a power of two from 16 to 4096"
                 ),
@@ -192,4 +276,20 @@ pub fn configure(config: Config) -> bool {
 /// The configuration in force (read from the environment on first use).
 pub fn config() -> &'static Config {
     CONFIG.get_or_init(Config::from_env)
+}
+
+/// [`Config::strategy`] as its name (`best`, `greedy-by-size`, ...), as `MEMO_STRATEGY`
+/// takes it.
+mod strategy_name {
+    use memo_planner::OffsetStrategy;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(s: &OffsetStrategy, out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(s.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetStrategy, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }

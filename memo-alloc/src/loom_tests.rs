@@ -1,11 +1,11 @@
 //! Loom models of the lock-free protocols, run on this crate's real code.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p memo-alloc --release --lib loom_tests
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p memo-alloc --lib --release loom_tests -- --test-threads=1
 //! ```
 //!
 //! Under `cfg(loom)`, `sync.rs` gives the protocol objects loom's atomics and owner
-//! cells, so these models drive the real `replay::claim`/`replay::free` (slot hand-off),
+//! cells, so these models drive the real `hit::claim` and `free::free` (slot hand-off),
 //! `Slabs::take`/`park`/`release`/`try_retire` (the instance pool), and the real key state
 //! machine with `Readers` and `Reclaimer` (publication, eviction, reclamation). Slab memory
 //! is modelled by loom cells the threads write while they own a block: loom fails a model
@@ -13,8 +13,8 @@
 //! handed out (or memory freed) while another thread may still use it". A plan's
 //! `probe` cell is read by passes registered with it and written when it is freed.
 //!
-//! Which mutation of the source each model catches (checked by hand, see the issue note):
-//! weakening `replay::free`'s store or `claim`'s loads to `Relaxed` fails `hand_off`;
+//! Which mutation of the source each model catches (each checked by hand):
+//! weakening `free::free`'s store or `hit::claim`'s loads to `Relaxed` fails `hand_off`;
 //! `claim` storing the slot in its first group's word only (not every group it covers)
 //! fails `hand_off` and `pool`;
 //! `free` clearing every non-empty word from its slot's first (not only the run holding
@@ -26,8 +26,9 @@
 //! `hand_off_to_a_whole_block` (the hand-out inside the block is then not refused);
 //! `free` reading its run's next word after clearing the run's first (so after the
 //! slot is seen free) fails `free_then_reclaim`;
-//! removing either `SeqCst` fence of `reclaim.rs` fails `publication`;
-//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails `run_stack_hands_every_run_over_once`;
+//! removing either `SeqCst` fence of `registry/reclaim.rs` fails `publication`;
+//! `RunStack::push`'s CAS or `take_all`'s swap `Relaxed` fails
+//! `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
 //! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells
 //! free fails `park_with_a_cell_elsewhere`.
@@ -39,13 +40,16 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicBool;
 use loom::thread;
 
-use crate::compile::{CompiledPlan, Slot};
-use crate::reclaim::Reclaimer;
+use crate::format::trace::{
+    PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
+};
+use crate::memory::run_stack::{Run, RunStack};
+use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState};
-use crate::replay;
-use crate::run_stack::{Run, RunStack};
-use crate::slab::{Instance, Slabs};
-use crate::trace::{PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use crate::replay::slab::compile::{CompiledPlan, Slot};
+use crate::replay::slab::instance::Instance;
+use crate::replay::slab::pool::Slabs;
+use crate::replay::{free, hit};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     // One model at a time: the models share the process's region and idle lists, so two
@@ -211,7 +215,7 @@ fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
 fn try_claim(plan: &CompiledPlan, inst: *mut Instance, slot: u32, mem: &Memory) -> bool {
     // SAFETY: the instance lives as long as its pool.
     let inst = unsafe { &*inst };
-    let ok = replay::claim(inst, slot, &plan.slots[slot as usize]);
+    let ok = hit::claim(inst, slot, &plan.slots[slot as usize]);
     if ok {
         mem.write(&plan.slots[slot as usize]);
     }
@@ -234,7 +238,7 @@ fn free_elsewhere(inst: *mut Instance, slot: u32, mem: &Arc<Memory>) -> thread::
         let Shared(inst, p) = shared;
         m.write_at(offset, size);
         // SAFETY: `p` is the slot's live pointer, freed once.
-        unsafe { replay::free(inst.cast(), p) };
+        unsafe { free::free(inst.cast(), p) };
     })
 }
 
@@ -281,7 +285,7 @@ fn lane_cell_hand_off() {
             let Shared(inst, p) = shared;
             m.write_at(offset, 16);
             // SAFETY: `p` is the cell's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         let again = i.lanes.alloc(layout, 0);
         if let Some(o) = again {
@@ -314,7 +318,7 @@ fn free_stops_at_its_run() {
             Box::leak(Slabs::new(plan_of(&[(0, 32), (32, 32), (0, 64)]), 1).unwrap());
         let mem = Arc::new(Memory::new());
         let inst = acquire(slabs).unwrap();
-        assert!(replay::claim(
+        assert!(hit::claim(
             // SAFETY: the instance lives as long as its pool.
             unsafe { &*inst },
             0,
@@ -325,7 +329,7 @@ fn free_stops_at_its_run() {
         let freer = spawn(move || {
             let Shared(inst, p) = shared;
             // SAFETY: `p` is slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         assert!(
             try_claim(&slabs.plan, inst, 1, &mem),
@@ -349,13 +353,13 @@ fn free_then_reclaim() {
         let s = unsafe { &*slabs };
         let inst = acquire(s).unwrap();
         // SAFETY: the instance lives as long as its pool.
-        assert!(replay::claim(unsafe { &*inst }, 0, &s.plan.slots[0]));
+        assert!(hit::claim(unsafe { &*inst }, 0, &s.plan.slots[0]));
         // SAFETY: the caller holds the instance.
         let shared = Shared(inst, unsafe { (*inst).base() });
         let freer = spawn(move || {
             let Shared(inst, p) = shared;
             // SAFETY: `p` is slot 0's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         // SAFETY: acquired above; this pass is over.
         unsafe { s.release(inst, false, false) };
@@ -382,7 +386,7 @@ fn whole_block_hand_off() {
     model(|| {
         let (slabs, inst) = hand_off_between(whole_block_plan(), 0, 1);
         // SAFETY: the instance lives as long as its pool.
-        let claimed = replay::claim(unsafe { &*inst }, 0, &slabs.plan.slots[0]);
+        let claimed = hit::claim(unsafe { &*inst }, 0, &slabs.plan.slots[0]);
         assert!(!claimed, "slot 1 is live");
     });
 }
@@ -394,7 +398,7 @@ fn hand_off_to_a_whole_block() {
     model(|| {
         let (slabs, inst) = hand_off_between(whole_block_plan(), 1, 0);
         // SAFETY: the instance lives as long as its pool.
-        let claimed = replay::claim(unsafe { &*inst }, 3, &slabs.plan.slots[3]);
+        let claimed = hit::claim(unsafe { &*inst }, 3, &slabs.plan.slots[3]);
         assert!(!claimed, "slot 0 is live");
     });
 }
@@ -427,11 +431,13 @@ fn pool() {
         // SAFETY: held; frees of live slots with their own pointers.
         unsafe {
             for g in 0..2u32 {
-                let live = (*i).occupant[g as usize].load(crate::sync::Ordering::Acquire);
+                let live = (*i).occupant[g as usize].load(crate::support::sync::Ordering::Acquire);
                 // A live slot is in every group it covers: free it at its first.
-                if live != crate::slab::EMPTY && slabs.plan.slots[live as usize].group == g {
+                if live != crate::replay::slab::instance::EMPTY
+                    && slabs.plan.slots[live as usize].group == g
+                {
                     let off = slabs.plan.slots[live as usize].offset as usize;
-                    replay::free(i.cast(), (*i).base().add(off));
+                    free::free(i.cast(), (*i).base().add(off));
                 }
             }
             slabs.release(i, false, false);
@@ -488,7 +494,7 @@ fn park_with_a_cell_elsewhere() {
             let Shared(inst, p) = shared;
             m.write(p);
             // SAFETY: `p` is the cell's live pointer, freed once.
-            unsafe { replay::free(inst.cast(), p) };
+            unsafe { free::free(inst.cast(), p) };
         });
         // SAFETY: `a` is held by this pass, which hands out nothing while parked.
         if unsafe { slabs.park(a) } {

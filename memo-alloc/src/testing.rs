@@ -1,24 +1,24 @@
 //! Hooks for this crate's own tests (not part of the contract; hidden from the docs).
 
-pub use crate::sync::LockId;
+pub use crate::support::sync::LockId;
 
 /// Installs `hook`, called with the lock's id right after any lock of the allocator is
 /// taken (at pass boundaries), by the thread that took it: a test can park a thread inside
 /// a critical section (for example to fork while it is there). `None` removes it.
 pub fn set_lock_hook(hook: Option<fn(LockId)>) {
-    crate::sync::set_lock_hook(hook);
+    crate::support::sync::set_lock_hook(hook);
 }
 
 /// Makes the next plan panic: the planner gives that profile up and goes on.
 pub fn panic_next_plan() {
-    crate::planning::PANIC_NEXT_PLAN.store(true, std::sync::atomic::Ordering::Release);
+    crate::plan::job::PANIC_NEXT_PLAN.store(true, std::sync::atomic::Ordering::Release);
 }
 
 /// Pauses (`true`) or resumes the planner thread before its next job: a test can then
 /// observe a key whose profile is queued. `wait_for_plans` does not return while paused
 /// with jobs queued.
 pub fn pause_planner(paused: bool) {
-    crate::planner::PAUSED.store(paused, std::sync::atomic::Ordering::Release);
+    crate::plan::worker::PAUSED.store(paused, std::sync::atomic::Ordering::Release);
 }
 
 /// Plans `problem` as the allocator's planner does (`best` within the allocator's budget,
@@ -27,7 +27,7 @@ pub fn plan_offsets(
     strategy: memo_planner::OffsetStrategy,
     problem: &memo_planner::Problem,
 ) -> memo_planner::OffsetPlan {
-    crate::offsets::plan(strategy, problem)
+    crate::plan::offsets::plan(strategy, problem)
 }
 
 /// As [`plan_offsets`], with the step of the allocator's budget that made the plan:
@@ -37,8 +37,8 @@ pub fn plan_offsets_routed(
     strategy: memo_planner::OffsetStrategy,
     problem: &memo_planner::Problem,
 ) -> (memo_planner::OffsetPlan, &'static str) {
-    use crate::offsets::Route;
-    let (plan, route) = crate::offsets::plan_routed(strategy, problem);
+    use crate::plan::offsets::Route;
+    let (plan, route) = crate::plan::offsets::plan_routed(strategy, problem);
     let name = match route {
         Route::Named => "named",
         Route::Sweep => "sweep",
@@ -52,18 +52,20 @@ pub fn plan_offsets_routed(
 /// Whether `p` is one of the region's own blocks (see `own_blocks.rs`): the allocator's
 /// own large buffers, and the large blocks of profiled and interim passes.
 pub fn is_own_block(p: *const u8) -> bool {
-    crate::own_blocks::contains(p.cast_mut())
+    crate::memory::own_blocks::contains(p.cast_mut())
 }
 
 /// Bytes resident in the slabs of replaced or evicted plans not yet freed (`stats()`
 /// counts live plans' slabs and idle blocks only), measured with `mincore`.
 pub fn retired_resident_bytes() -> u64 {
-    crate::tls::with_bookkeeping(|| crate::reclaim::RECLAIMER.resident_bytes())
+    crate::support::thread::with_bookkeeping(|| {
+        crate::registry::reclaim::RECLAIMER.resident_bytes()
+    })
 }
 
 /// Makes slab block takes fail as if the region were exhausted: after `n` more succeed,
 /// every one fails; `None` stops failing.
 pub fn fail_block_takes_after(n: Option<u32>) {
     let left = n.map_or(u32::MAX, |n| n.min(u32::MAX - 1));
-    crate::blocks::FAIL_AFTER.store(left, std::sync::atomic::Ordering::Relaxed);
+    crate::memory::blocks::FAIL_AFTER.store(left, std::sync::atomic::Ordering::Relaxed);
 }

@@ -31,7 +31,7 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn misses(d: &(PassReport, PassReport)) -> u64 {
-    d.1.misses_by_reason.iter().sum::<u64>() - d.0.misses_by_reason.iter().sum::<u64>()
+    d.1.misses_by_reason.total() - d.0.misses_by_reason.total()
 }
 
 /// A helper's work: `n` blocks of sizes depending on its id, half freed as it goes.
@@ -223,8 +223,7 @@ fn one_thread_in_a_helper_context_at_a_time() {
     run();
     let d = delta(KEY, run);
     assert_eq!(
-        d.1.misses_by_reason[MissReason::NoSlab as usize]
-            - d.0.misses_by_reason[MissReason::NoSlab as usize],
+        d.1.misses_by_reason.get(MissReason::NoSlab) - d.0.misses_by_reason.get(MissReason::NoSlab),
         6,
         "the second thread ran on the backend: {:?}",
         d.1

@@ -28,7 +28,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use memo_alloc::{MemoAlloc, MissReason};
+use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -180,7 +180,7 @@ fn many_threads_share_keys_and_free_each_others_buffers() {
             r.passes_profiled + r.passes_replayed + r.passes_backend >= 20,
             "{r:?}"
         );
-        assert_ne!(r.state, "profiling", "{r:?}");
+        assert_ne!(r.state, PlanState::Profiling, "{r:?}");
     }
     assert!(CHECKED.load(Ordering::Relaxed) > THREADS * PASSES * 12);
 }
@@ -244,7 +244,7 @@ fn concurrent_passes_of_one_key_each_get_an_instance() {
         r.slab_hits >= hits_before + (THREADS * ROUNDS * 3) as u64,
         "{r:?}"
     );
-    assert_eq!(r.misses_by_reason.iter().sum::<u64>(), 0, "{r:?}");
+    assert_eq!(r.misses_by_reason.total(), 0, "{r:?}");
 }
 
 enum ToFreer {
@@ -335,7 +335,7 @@ fn cross_thread_free_during_the_pass_frees_the_slot() {
     assert_eq!(r.passes_replayed, 19, "{r:?}");
     assert_eq!(r.slab_hits, 2 * 19, "{r:?}");
     assert_eq!(
-        r.misses_by_reason[MissReason::Overlap as usize],
+        r.misses_by_reason.get(MissReason::Overlap),
         0,
         "a slot freed on another thread still counted as live: {r:?}"
     );
@@ -422,7 +422,7 @@ fn passes_run_on_the_backend_while_the_key_is_being_profiled() {
     assert_eq!(r.passes_profiled, 1, "{r:?}");
     assert_eq!(r.passes_backend, (OTHERS * 3) as u64, "{r:?}");
     assert_eq!(r.passes_replayed, 0, "{r:?}");
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
     // And now the key replays.
     {
         let _pass = memo_alloc::pass(KEY);
@@ -484,12 +484,12 @@ fn child_churn() {
         return;
     }
     // Planned on the planner thread, as in production: churn races publication there.
-    assert!(memo_alloc::configure(memo_alloc::Config {
-        max_plans: 2,
-        miss_window: 1,
-        replan_miss_ratio: 0.0,
-        ..memo_alloc::Config::default()
-    }));
+    assert!(memo_alloc::configure(
+        memo_alloc::Config::default()
+            .with_max_plans(2)
+            .with_miss_window(1)
+            .with_replan_miss_ratio(0.0)
+    ));
     const THREADS: usize = 8;
     const PASSES: usize = 150;
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<Buf>()).unzip();

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use memo_alloc::trace::AllocKind;
-use memo_alloc::MemoAlloc;
+use memo_alloc::{MemoAlloc, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -309,8 +309,8 @@ fn child_plan_load() {
     );
     assert_eq!(r.passes_replayed, 3, "{r:?}");
     assert_eq!(r.slab_hits, 3 * 2, "{r:?}");
-    assert_eq!(r.state, "planned");
-    assert_eq!(r.misses_by_reason.iter().sum::<u64>(), 0, "{r:?}");
+    assert_eq!(r.state, PlanState::Planned);
+    assert_eq!(r.misses_by_reason.total(), 0, "{r:?}");
 }
 
 #[test]
@@ -350,13 +350,17 @@ fn child_mode() {
             assert_eq!((s.passes_profiled, s.passes_replayed), (4, 0), "{s:?}");
             let r = r.unwrap();
             assert_eq!(r.passes_profiled, 4);
-            assert_eq!(r.state, "unplanned", "profile mode never plans: {r:?}");
+            assert_eq!(
+                r.state,
+                PlanState::Unplanned,
+                "profile mode never plans: {r:?}"
+            );
             assert_eq!(s.plans, 0);
         }
         Ok("replay") => {
             assert_eq!((s.passes_profiled, s.passes_replayed), (1, 3), "{s:?}");
             assert!(s.slab_hits >= 3);
-            assert_eq!(r.unwrap().state, "planned");
+            assert_eq!(r.unwrap().state, PlanState::Planned);
         }
         other => panic!("unexpected MEMO_MODE {other:?}"),
     }

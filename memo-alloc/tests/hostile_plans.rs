@@ -12,7 +12,7 @@ use common::{is_child, max_rss_bytes, run_child, scratch};
 use memo_alloc::trace::{
     LaneEscape, PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
 };
-use memo_alloc::{MemoAlloc, PlanRejection};
+use memo_alloc::{MemoAlloc, PlanRejection, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -75,7 +75,7 @@ fn hostile_plan_files_are_rejected_and_their_keys_profiled() {
     let mut p = plan("hostile-ordinal");
     p.slots[1].ordinal = 4_000_000_000;
     write(&dir, "hostile-ordinal.1.plan.json", &p);
-    // An occurrence of u32::MAX (used to overflow and poison the loader).
+    // An occurrence of u32::MAX (it must neither overflow nor poison the loader).
     let mut p = plan("hostile-occurrence");
     p.scopes[1].occurrence = u32::MAX;
     write(&dir, "hostile-occurrence.1.plan.json", &p);
@@ -235,5 +235,5 @@ fn child_hostile() {
     assert!(r.slots_demoted > 0, "{r:?}");
     // Another program's plan is there for its key.
     let r = memo_alloc::report("another-program").unwrap();
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
 }

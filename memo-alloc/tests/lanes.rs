@@ -1,5 +1,5 @@
 //! Lanes: requests of at most `Config::lanes` bytes replay from size-class cells of the
-//! slab, not from planned slots (see memo-alloc's `lanes.rs`).
+//! slab, not from planned slots (see the lanes of memo-alloc's `replay` module).
 //!
 //! Every block goes through the shadow checker's registry: a block overlapping any live
 //! block fails, and each block's pattern is verified before it is freed, also on another
@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::{Mutex, MutexGuard, Once};
 
-use memo_alloc::{Config, MemoAlloc, MissReason, PassReport, Planner};
+use memo_alloc::{Config, MemoAlloc, MissReason, PassReport, PlanState, Planner};
 use shadow_support::{alloc as talloc, checked::Checked, free as tfree, Alloc, Block};
 
 #[global_allocator]
@@ -25,18 +25,16 @@ fn setup() -> MutexGuard<'static, ()> {
     static ONCE: Once = Once::new();
     static SERIAL: Mutex<()> = Mutex::new(());
     ONCE.call_once(|| {
-        let c = Config {
-            planner: Planner::Inline,
-            lanes: 256,
-            ..Config::from_env()
-        };
+        let c = Config::from_env()
+            .with_planner(Planner::Inline)
+            .with_lanes(256);
         assert!(memo_alloc::configure(c), "configured before the first pass");
     });
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn missed(d: &(PassReport, PassReport), reason: MissReason) -> u64 {
-    d.1.misses_by_reason[reason as usize] - d.0.misses_by_reason[reason as usize]
+    d.1.misses_by_reason.get(reason) - d.0.misses_by_reason.get(reason)
 }
 
 fn all_missed(d: &(PassReport, PassReport)) -> u64 {
@@ -85,7 +83,7 @@ fn small_requests_replay_from_lane_cells() {
     let (sum, kept) = run(0); // profiled
     let first = tfree(&A, kept);
     let report = memo_alloc::report(KEY).expect("planned");
-    assert_eq!(report.state, "planned", "{report:?}");
+    assert_eq!(report.state, PlanState::Planned, "{report:?}");
     // The 600 small requests and the kept one take no slot: 12 large ones do. The kept
     // one escaped.
     assert_eq!(report.planned, 12, "{report:?}");

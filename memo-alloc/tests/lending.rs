@@ -196,8 +196,7 @@ fn parked_passes_on_a_multithreaded_runtime_never_overlap() {
     });
     let after = memo_alloc::stats();
     assert_eq!(d.1.passes_replayed - d.0.passes_replayed, 48);
-    let misses: u64 =
-        d.1.misses_by_reason.iter().sum::<u64>() - d.0.misses_by_reason.iter().sum::<u64>();
+    let misses: u64 = d.1.misses_by_reason.total() - d.0.misses_by_reason.total();
     assert_eq!((common::hits(&d), misses), (48 * 20, 0), "{:?}", d.1);
     assert!(after.parks > before.parks, "{after:?}");
 }

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use memo_alloc::{MemoAlloc, MissReason};
+use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -57,7 +57,7 @@ fn work(key: &'static str, seed: u8) {
 }
 
 fn state(key: &str) -> &'static str {
-    memo_alloc::report(key).map_or("none", |r| r.state)
+    memo_alloc::report(key).map_or("none", |r| r.state.as_str())
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn thread_exiting_mid_profile_does_not_leave_the_key_profiling() {
     .join()
     .unwrap();
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
     assert_eq!(
         r.passes_profiled, 2,
         "the abandoned one and a real one: {r:?}"
@@ -119,7 +119,7 @@ fn thread_exiting_mid_replay_gives_its_instance_back() {
         r.slab_instances, 1,
         "the exited thread's instance was not given back: {r:?}"
     );
-    assert_eq!(r.misses_by_reason.iter().sum::<u64>(), 0, "{r:?}");
+    assert_eq!(r.misses_by_reason.total(), 0, "{r:?}");
 }
 
 static TEARDOWN_OK: AtomicUsize = AtomicUsize::new(0);
@@ -199,7 +199,7 @@ fn thread_local_destructors_allocate_and_run_passes() {
     );
     for key in ["life-teardown", "life-teardown-pass"] {
         let r = memo_alloc::report(key).unwrap();
-        assert_ne!(r.state, "profiling", "{r:?}");
+        assert_ne!(r.state, PlanState::Profiling, "{r:?}");
         assert!(r.passes_replayed > 0, "{r:?}");
     }
 }
@@ -226,7 +226,7 @@ fn panics_through_profiled_and_replayed_passes_leave_the_allocator_usable() {
         work(KEY, s);
     }
     let before = memo_alloc::report(KEY).unwrap();
-    assert_eq!(before.state, "planned", "{before:?}");
+    assert_eq!(before.state, PlanState::Planned, "{before:?}");
     let r = std::panic::catch_unwind(|| {
         let _p = memo_alloc::pass(KEY);
         let mut a = vec![0u8; 700];
@@ -261,7 +261,7 @@ fn panics_through_profiled_and_replayed_passes_leave_the_allocator_usable() {
         work(KEY, s);
     }
     let after = memo_alloc::report(KEY).unwrap();
-    assert_eq!(after.state, "planned", "{after:?}");
+    assert_eq!(after.state, PlanState::Planned, "{after:?}");
     assert!(
         after.passes_replayed >= mid.passes_replayed + 2,
         "{after:?}"
@@ -416,7 +416,7 @@ fn alignments_up_to_2_mib_in_and_out_of_slabs() {
     assert_eq!(r.passes_replayed, 3, "{r:?}");
     // One slot per aligned block, plus the Vec holding the pointers.
     assert_eq!(r.slab_hits, 3 * (aligns.len() as u64 + 1), "{r:?}");
-    assert_eq!(r.misses_by_reason[MissReason::Alignment as usize], 0);
+    assert_eq!(r.misses_by_reason.get(MissReason::Alignment), 0);
 }
 
 /// Allocates `bytes`, touches the first, a middle and the last page, frees; `false` if the
@@ -570,7 +570,7 @@ fn realloc_of_a_slab_pointer_keeps_contents() {
     assert_eq!(r.passes_replayed, 3, "{r:?}");
     assert!(r.slab_hits >= 3, "{r:?}");
     assert!(
-        r.misses_by_reason[MissReason::ReallocGrow as usize] >= 1,
+        r.misses_by_reason.get(MissReason::ReallocGrow) >= 1,
         "{r:?}"
     );
 }

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{is_child, run_child};
-use memo_alloc::{AbandonReason, MemoAlloc};
+use memo_alloc::{AbandonReason, MemoAlloc, PlanState};
 
 /// `System`, failing every request of at least `FAIL_FROM` bytes while `FAILING` is set.
 struct Failing;
@@ -117,7 +117,7 @@ fn child_recorder_oom() {
         black_box(small_blocks(&mut v, 6_000));
     }
     let r = memo_alloc::report(KEY).expect("the key ran");
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
     assert!(r.passes_replayed >= 1 && r.slab_hits >= 6_000, "{r:?}");
 }
 

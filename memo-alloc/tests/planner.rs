@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{is_child, run_child};
 use memo_alloc::testing::pause_planner;
-use memo_alloc::{AbandonReason, MemoAlloc};
+use memo_alloc::{AbandonReason, MemoAlloc, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -42,7 +42,11 @@ fn child_background() {
     pause_planner(true);
     pass(KEY); // profiled; its plan waits in the queue
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!((r.state, r.passes_profiled), ("profiling", 1), "{r:?}");
+    assert_eq!(
+        (r.state, r.passes_profiled),
+        (PlanState::Profiling, 1),
+        "{r:?}"
+    );
     assert!(!memo_alloc::wait_for_plans(Duration::from_millis(50)));
     for _ in 0..3 {
         pass(KEY); // on the backend, not recorded
@@ -53,7 +57,11 @@ fn child_background() {
     assert!(memo_alloc::wait_for_plans(WAIT));
     pass(KEY);
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!((r.state, r.passes_replayed), ("planned", 1), "{r:?}");
+    assert_eq!(
+        (r.state, r.passes_replayed),
+        (PlanState::Planned, 1),
+        "{r:?}"
+    );
     assert!(r.slab_hits >= 50, "{r:?}");
 }
 
@@ -91,7 +99,7 @@ fn child_full_queue() {
     for key in KEYS {
         pass(key);
         let r = memo_alloc::report(key).unwrap();
-        assert_eq!(r.state, "planned", "{r:?}");
+        assert_eq!(r.state, PlanState::Planned, "{r:?}");
         assert!(r.passes_replayed >= 1, "{r:?}");
     }
 }
@@ -106,8 +114,8 @@ fn resident() -> u64 {
 
 /// A pass that ran on the backend while its key was being planned frees its memory after
 /// the plan's publication (which trims the backend's heaps): the thread's arena would
-/// keep it resident for good, as the key's passes now run on slabs (at 2 request threads,
-/// memo-bench's resnet50 kept 2 MB in each of their arenas, a fifth of the process).
+/// keep it resident for good, as the key's passes now run on slabs (with several request
+/// threads, each keeps a pass's working set in its arena).
 /// The end of such a pass has the planner trim the heaps again.
 #[test]
 fn a_pass_on_the_backend_gives_its_memory_back_once_the_plan_is_published() {
@@ -143,7 +151,7 @@ fn child_backend_trim() {
     allocated.wait();
     pause_planner(false);
     assert!(memo_alloc::wait_for_plans(WAIT));
-    assert_eq!(memo_alloc::report(KEY).unwrap().state, "planned");
+    assert_eq!(memo_alloc::report(KEY).unwrap().state, PlanState::Planned);
     let live = resident();
     published.wait();
     let fence = other.join().unwrap();
@@ -184,7 +192,7 @@ fn child_fork_planner() {
             for key in ["queued-at-fork", "child-own"] {
                 pass(key);
                 let r = memo_alloc::report(key).unwrap();
-                assert_eq!(r.state, "planned", "{r:?}");
+                assert_eq!(r.state, PlanState::Planned, "{r:?}");
                 assert!(r.passes_replayed >= 1, "{r:?}");
             }
         })
@@ -267,10 +275,18 @@ fn child_planning_panic() {
         "the planner is idle again"
     );
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!((r.state, r.passes_profiled), ("unplanned", 1), "{r:?}");
+    assert_eq!(
+        (r.state, r.passes_profiled),
+        (PlanState::Unplanned, 1),
+        "{r:?}"
+    );
     pass(KEY); // profiled again
     assert!(memo_alloc::wait_for_plans(WAIT));
     pass(KEY);
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!((r.state, r.passes_replayed), ("planned", 1), "{r:?}");
+    assert_eq!(
+        (r.state, r.passes_replayed),
+        (PlanState::Planned, 1),
+        "{r:?}"
+    );
 }

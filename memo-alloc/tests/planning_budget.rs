@@ -1,8 +1,8 @@
 //! The allocator plans within a memory budget: `best` as the planner thread runs it must
 //! not build the exact search's quadratic tables for a pass of thousands of buffers that
-//! live together (a BERT-base pass: 2,483 buffers, 90 MB of tables for nothing, kept by
-//! the backend's arena afterwards), nor the portfolio's best-fit tables (about 700 bytes
-//! per buffer) for a pass that one sweep in allocation order plans at the bound.
+//! live together (tens of MB of tables for nothing, kept by the backend's arena
+//! afterwards), nor the portfolio's best-fit tables (about 700 bytes per buffer) for a
+//! pass that one sweep in allocation order plans at the bound.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -150,8 +150,8 @@ fn fragmenting(steps: u64) -> Problem {
 }
 
 /// A pass one sweep plans far above the bound and one best-fit pass by size plans at it
-/// is planned by that pass, not the portfolio (which spends 50-250 ms on such passes of
-/// memo-bench and candle, while the key's passes run on the backend).
+/// is planned by that pass, not the portfolio (which spends many times as long, while the
+/// key's passes run on the backend).
 #[test]
 fn a_pass_best_fit_by_size_plans_at_the_bound_skips_the_portfolio() {
     let _one = one_at_a_time();

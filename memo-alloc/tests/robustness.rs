@@ -11,7 +11,7 @@ mod common;
 use std::hint::black_box;
 
 use common::{is_child, rss_bytes, run_child};
-use memo_alloc::{Config, MemoAlloc, MissReason};
+use memo_alloc::{Config, MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
@@ -76,7 +76,7 @@ fn child_guard_order() {
         "{inner:?}"
     );
     let r = memo_alloc::report(KEYS[0]).expect("the key ran");
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
     assert!(r.slab_instances <= 1, "instances leaked: {r:?}");
     assert_eq!(r.passes_replayed, 2 * 1000 - 1, "{r:?}");
     // The thread is not left inside a pass, and both keys replay from one instance.
@@ -86,7 +86,7 @@ fn child_guard_order() {
             black_box(body(s));
         }
         let r = memo_alloc::report(key).expect("the key ran");
-        assert_eq!(r.state, "planned", "{r:?}");
+        assert_eq!(r.state, PlanState::Planned, "{r:?}");
         assert!(r.slab_instances <= 2, "instances leaked: {r:?}");
     }
     for s in 0..3 {
@@ -129,7 +129,7 @@ fn child_failed_request() {
     assert_eq!(r.passes_profiled, 1, "{r:?}");
     assert_eq!(r.passes_replayed, 5, "{r:?}");
     assert_eq!(r.slab_hits, 5 * 25, "every planned allocation hit: {r:?}");
-    assert_eq!(r.misses_by_reason.iter().sum::<u64>(), 0, "{r:?}");
+    assert_eq!(r.misses_by_reason.total(), 0, "{r:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -147,10 +147,7 @@ fn child_cyclic_keys() {
     if !is_child() {
         return;
     }
-    configure(Config {
-        max_plans: 4,
-        ..Config::default()
-    });
+    configure(Config::default().with_max_plans(4));
     const KEYS: [&str; 5] = ["cyc-0", "cyc-1", "cyc-2", "cyc-3", "cyc-4"];
     for i in 0..500usize {
         let _p = memo_alloc::pass(KEYS[i % KEYS.len()]);
@@ -216,10 +213,7 @@ fn child_panic() {
     if !is_child() {
         return;
     }
-    configure(Config {
-        miss_window: 1,
-        ..Config::default()
-    });
+    configure(Config::default().with_miss_window(1));
     const KEY: &str = "panicky";
     let run = |panic: bool| {
         let _p = memo_alloc::pass(KEY);
@@ -241,9 +235,9 @@ fn child_panic() {
         r.passes_profiled, 1,
         "the panic made the key re-profile: {r:?}"
     );
-    assert_eq!(r.state, "planned", "{r:?}");
+    assert_eq!(r.state, PlanState::Planned, "{r:?}");
     assert_eq!(
-        r.misses_by_reason.iter().sum::<u64>(),
+        r.misses_by_reason.total(),
         0,
         "the unwinding allocations counted as misses: {r:?}"
     );
@@ -287,8 +281,8 @@ fn child_pinned() {
     }
     let r = memo_alloc::report(KEY).expect("the key ran");
     let late = late.expect("report");
-    let no_slab = r.misses_by_reason[MissReason::NoSlab as usize]
-        - late.misses_by_reason[MissReason::NoSlab as usize];
+    let no_slab =
+        r.misses_by_reason.get(MissReason::NoSlab) - late.misses_by_reason.get(MissReason::NoSlab);
     assert_eq!(no_slab, 0, "the pool ran out: {r:?}");
     assert!(
         r.slab_hits - late.slab_hits >= 40 * 4,
@@ -319,11 +313,11 @@ fn child_publication_race() {
     if !is_child() {
         return;
     }
-    configure(Config {
-        max_plans: 4,
-        strategy: memo_planner::OffsetStrategy::GreedyBySize,
-        ..Config::default()
-    });
+    configure(
+        Config::default()
+            .with_max_plans(4)
+            .with_strategy(memo_planner::OffsetStrategy::GreedyBySize),
+    );
     static KEYS: [&str; 64] = {
         const NAMES: [&str; 64] = [
             "race-00", "race-01", "race-02", "race-03", "race-04", "race-05", "race-06", "race-07",
@@ -398,11 +392,7 @@ fn child_reclamation() {
     if !is_child() {
         return;
     }
-    configure(Config {
-        max_plans: 2,
-        miss_window: 1,
-        ..Config::default()
-    });
+    configure(Config::default().with_max_plans(2).with_miss_window(1));
     const KEYS: [&str; 8] = [
         "recl-0", "recl-1", "recl-2", "recl-3", "recl-4", "recl-5", "recl-6", "recl-7",
     ];
@@ -476,8 +466,7 @@ fn child_jitter() {
     let r = memo_alloc::report(KEY).unwrap();
     let late = late.unwrap();
     assert!(r.passes_profiled <= 4, "{r:?}");
-    let missed: u64 =
-        r.misses_by_reason.iter().sum::<u64>() - late.misses_by_reason.iter().sum::<u64>();
+    let missed: u64 = r.misses_by_reason.total() - late.misses_by_reason.total();
     assert_eq!(missed, 0, "converged: {r:?}");
     assert_eq!(r.slab_hits - late.slab_hits, 20 * r.allocations, "{r:?}");
 }
@@ -548,9 +537,9 @@ fn child_skipped_window() {
 
 /// A pass takes a free instance that holds its memory before one that gave it back: when
 /// a re-profile begins, the plan's idle instances give their memory back while another
-/// thread's pass holds its own; that thread's next pass took the first free instance, one
-/// without memory, faulting a second copy of the slab in beside its own (candle's
-/// BERT-mini peaked 2.4 MB higher in runs that re-profiled).
+/// thread's pass holds its own; were that thread's next pass to take the first free
+/// instance, one without memory, it would fault a second copy of the slab in beside its
+/// own.
 #[test]
 fn a_pass_takes_a_warm_instance_before_a_shed_one() {
     run_child("child_warm_instance_first", &[]);
@@ -604,7 +593,7 @@ fn child_warm_instance_first() {
     pass(false); // the window's third pass: skipped slots, the key is re-profiled next
     let profile = memo_alloc::pass(KEY);
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!(r.state, "profiling", "{r:?}");
+    assert_eq!(r.state, PlanState::Profiling, "{r:?}");
     step.wait(); // [3]
     step.wait(); // [4]
     drop(profile);
@@ -662,7 +651,11 @@ fn child_old_plan_window() {
     }
     wait();
     let r = memo_alloc::report(KEY).unwrap();
-    assert_eq!((r.state, r.passes_profiled), ("planned", 2), "{r:?}");
+    assert_eq!(
+        (r.state, r.passes_profiled),
+        (PlanState::Planned, 2),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -695,8 +688,7 @@ fn child_one_time() {
     let r = memo_alloc::report(KEY).unwrap();
     let late = late.unwrap();
     assert!(r.passes_profiled <= 3, "{r:?}");
-    let missed: u64 =
-        r.misses_by_reason.iter().sum::<u64>() - late.misses_by_reason.iter().sum::<u64>();
+    let missed: u64 = r.misses_by_reason.total() - late.misses_by_reason.total();
     assert_eq!(missed, 0, "{r:?}");
     assert_eq!(r.slab_hits - late.slab_hits, 10 * r.allocations, "{r:?}");
 }

@@ -1,4 +1,6 @@
-//! The shadow checker: invariants 1 and 2 of `DESIGN.md` under generated programs.
+//! The shadow checker: the allocator's safety under generated programs (no two live
+//! blocks overlap; every block satisfies its layout, keeps its contents through a realloc
+//! and reads zero from `alloc_zeroed`).
 //!
 //! What it proves: for proptest-generated pass programs (nested op scopes, and passes inside
 //! passes, which are scopes; allocations from 1 byte to 1 MiB with alignments 1..=4096;
@@ -65,7 +67,7 @@ use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
 use std::sync::{Mutex, Once, RwLock};
 
 use common::{delta, hits};
-use memo_alloc::{Config, MemoAlloc, MissReason, PassReport};
+use memo_alloc::{Config, MemoAlloc, MissReason, PassReport, PlanState};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -99,13 +101,11 @@ static CHURN: RwLock<()> = RwLock::new(());
 fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let cfg = Config {
-            strategy: memo_planner::OffsetStrategy::GreedyBySize,
-            planner: memo_alloc::Planner::Inline,
-            max_plans: 64,
-            lanes: lanes(),
-            ..Config::default()
-        };
+        let cfg = Config::default()
+            .with_strategy(memo_planner::OffsetStrategy::GreedyBySize)
+            .with_planner(memo_alloc::Planner::Inline)
+            .with_max_plans(64)
+            .with_lanes(lanes());
         assert!(
             memo_alloc::configure(cfg),
             "configuration fixed before the first pass"
@@ -721,7 +721,7 @@ fn execute(
 }
 
 fn misses(r: &PassReport, before: &PassReport, reason: MissReason) -> u64 {
-    r.misses_by_reason[reason as usize] - before.misses_by_reason[reason as usize]
+    r.misses_by_reason.get(reason) - before.misses_by_reason.get(reason)
 }
 
 /// Per-test totals, checked after all cases.
@@ -755,7 +755,7 @@ fn check_case(
     let key = pool_key(prefix, shape.pool, keys);
     if let Some(r) = memo_alloc::report(key) {
         prop_assert!(
-            r.state == "unplanned",
+            r.state == PlanState::Unplanned,
             "reused key {key} still has a plan: {r:?}"
         );
     }
@@ -854,7 +854,7 @@ fn check_case(
                 // plans in use) or evicted its plan: the backend served everything and
                 // nothing counted as a hit or a miss. A later run may be profiled.
                 prop_assert!(
-                    r.admissions_refused > r0.admissions_refused || r0.state != "planned",
+                    r.admissions_refused > r0.admissions_refused || r0.state != PlanState::Planned,
                     "run {} ran on the backend with a plan: {:?}",
                     run,
                     r
@@ -904,7 +904,12 @@ fn check_case(
                     );
                 } else if run == 1 {
                     // Only an eviction of the key (under heavy preemption) re-profiles here.
-                    prop_assert_eq!(r0.state, "unplanned", "run 1 was profiled: {:?}", r);
+                    prop_assert_eq!(
+                        r0.state,
+                        PlanState::Unplanned,
+                        "run 1 was profiled: {:?}",
+                        r
+                    );
                     totals.evicted.fetch_add(1, Ordering::Relaxed);
                 }
                 prop_assert_eq!(hits, 0, "a profiled pass hit the slab");
@@ -1687,7 +1692,7 @@ fn replay_edited_passes(
     // the plans of the concurrent tests to be admitted to the cache).
     for _ in 0..64 {
         flat_run(key, program);
-        if memo_alloc::report(key).is_some_and(|r| r.state == "planned") {
+        if memo_alloc::report(key).is_some_and(|r| r.state == PlanState::Planned) {
             break;
         }
     }
@@ -1698,7 +1703,7 @@ fn replay_edited_passes(
     (0..passes)
         .map(|_| {
             let d = delta(key, || flat_run(key, &edited));
-            (replayed(&d) && d.0.state == "planned").then_some(d)
+            (replayed(&d) && d.0.state == PlanState::Planned).then_some(d)
         })
         .collect()
 }
@@ -1719,8 +1724,8 @@ fn flat_run(key: &'static str, program: &Flat) {
 }
 
 proptest! {
-    // A fixed seed, as for the matcher's own property test (`replay.rs`): the same cases
-    // run every time.
+    // A fixed seed, as for the matcher's own property test (`replay/tests.rs`): the same
+    // cases run every time.
     #![proptest_config(PtConfig {
         cases: 256,
         rng_seed: proptest::test_runner::RngSeed::Fixed(0x7265_7379),

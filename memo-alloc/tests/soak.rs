@@ -158,10 +158,7 @@ fn fork_and_check(rng: &mut Rng) {
 #[test]
 #[ignore = "a soak of minutes: run by hand (see the file's doc comment)"]
 fn soak() {
-    assert!(memo_alloc::configure(Config {
-        max_plans: 16,
-        ..Config::default()
-    }));
+    assert!(memo_alloc::configure(Config::default().with_max_plans(16)));
     let passes: usize = std::env::var("SOAK_PASSES")
         .ok()
         .and_then(|v| v.parse().ok())

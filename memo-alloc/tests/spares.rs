@@ -19,10 +19,7 @@ const MIB: usize = 1 << 20;
 fn profile_every_pass() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let c = Config {
-            mode: Mode::Profile,
-            ..Config::from_env()
-        };
+        let c = Config::from_env().with_mode(Mode::Profile);
         memo_alloc::configure(c);
     });
     assert_eq!(memo_alloc::config::config().mode, Mode::Profile);

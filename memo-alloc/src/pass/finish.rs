@@ -1,0 +1,179 @@
+//! How a pass ends: the owner [`end`]s it; when the last holder of its resources leaves,
+//! the pass is [`finish`]ed: its profile (the main context's recording and the helpers')
+//! goes to the planner, its replay gives its slab instance back and adds its counters. A
+//! pass cut short (a panic, a thread exit, a failed or unbounded profile) is *abandoned*:
+//! its profile is not planned and its replay counts toward no re-profiling.
+
+use crate::config;
+use crate::pass::context::Context;
+use crate::pass::state::{PassKind, PassState};
+use crate::plan::job::{Job, Pinned};
+use crate::plan::worker;
+use crate::profiling::recorder::Recorder;
+use crate::registry::reclaim::RECLAIMER;
+use crate::registry::{self, KeyEntry};
+use crate::replay::slab::instance::lends_pending;
+use crate::replay::slab::pool::Released;
+use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
+use crate::support::sync::Ordering;
+
+/// The owner ends the pass (with the re-entrancy guard set; its main context checked
+/// in). `abandon`: it is cut short (a panic, a thread exit, a cancelled future).
+pub(crate) fn end(pass: *const PassState, abandon: Option<AbandonReason>) {
+    // SAFETY: the owner's reference keeps the pass until released below.
+    let p = unsafe { &*pass };
+    if let Some(reason) = abandon {
+        p.note_abandoned(reason);
+    }
+    p.mark_ended();
+    leave_resources(p);
+    if p.release() {
+        // SAFETY: the last reference.
+        drop(unsafe { Box::from_raw(pass.cast_mut()) });
+    }
+}
+
+/// A holder of the pass's resources is done; the last one finishes the pass.
+pub(super) fn leave_resources(p: &PassState) {
+    if p.deactivate() {
+        finish(p);
+    }
+}
+
+/// Finishes a pass whose resources nobody holds any more: every context left (the main
+/// one is checked in), every helper's counts and recording handed in.
+pub(super) fn finish(p: &PassState) {
+    let main = p.check_out_main().cast::<Context>();
+    // SAFETY: checked in by everyone who entered it; owned by the pass.
+    let mut main = (!main.is_null()).then(|| unsafe { Box::from_raw(main) });
+    let mut counters = p.helper_counters();
+    let mut recorder = None;
+    let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
+    if let Some(m) = main.as_mut() {
+        let mc = m.counters;
+        if p.kind == PassKind::Replay {
+            // Counted on the backend: allocations made while the context had no slab
+            // memory (none could be had, see `supply`).
+            counters.allocations += mc.slab_hits + mc.missed() + mc.allocations;
+            counters.misses[MissReason::NoSlab as usize] += mc.allocations;
+        } else {
+            counters.allocations += mc.allocations;
+        }
+        counters.slab_hits += mc.slab_hits;
+        counters.slab_bytes += mc.slab_bytes;
+        counters.diverged_bytes += mc.diverged_bytes;
+        counters.skipped += mc.skipped;
+        for (a, b) in counters.misses.iter_mut().zip(mc.misses) {
+            *a += b;
+        }
+        abandon = m.abandoned.or(abandon);
+        recorder = m.recorder.take();
+    }
+    match p.kind {
+        PassKind::Profile => finish_profile(p, recorder, abandon, &counters),
+        PassKind::Replay => finish_replay(p, &mut counters, abandon),
+        PassKind::Backend => {
+            // Mode `off` (or a disabled child) counts its passes, not their allocations.
+            stats::add(&GLOBAL.passes_backend, 1);
+            stats::add(&GLOBAL.backend_pass_allocations, counters.allocations);
+            if let Some(e) = p.entry {
+                stats::add(&e.counters.passes_backend, 1);
+                // Its key's plan was published while it ran (a backend pass starts only
+                // without one): what it freed is of no more use to the key's passes.
+                if e.has_plan() {
+                    worker::trim_later();
+                }
+            }
+        }
+    }
+    drop(main);
+    RECLAIMER.reclaim();
+}
+
+fn finish_profile(
+    p: &PassState,
+    recorder: Option<Recorder>,
+    abandon: Option<AbandonReason>,
+    counters: &PassCounters,
+) {
+    stats::add(&GLOBAL.passes_profiled, 1);
+    stats::add(&GLOBAL.profiled_allocations, counters.allocations);
+    let entry = p.entry;
+    // This pass's number among the key's profiled passes (names its trace files): taken
+    // from the increment itself, so concurrent profiles get distinct numbers.
+    let serial = entry.map(|e| e.counters.passes_profiled.fetch_add(1, Ordering::Relaxed) + 1);
+    let fragments = p.take_fragments();
+    let profile = match (recorder, abandon, fragments) {
+        (Some(rec), None, Some(fragments)) => rec.finish().and_then(|mut profile| {
+            for f in fragments {
+                let part = f.recorder.finish()?;
+                profile
+                    .adopt_helper(f.helper, part)
+                    .map_err(|_| AbandonReason::OutOfMemory)?;
+            }
+            Ok(profile)
+        }),
+        (_, Some(reason), _) => Err(reason),
+        (_, None, None) => Err(AbandonReason::OutOfMemory),
+        (None, None, _) => Err(AbandonReason::OutOfMemory), // not reached: see `choose`
+    };
+    let profile = match profile {
+        Ok(profile) => profile,
+        Err(reason) => return abandon_profile(entry, reason),
+    };
+    // The key's previous plan, held for merging into the new one.
+    let base = entry.and_then(Pinned::current);
+    let job = Job {
+        profile,
+        entry,
+        serial,
+        base,
+    };
+    if !worker::submit(job) {
+        abandon_profile(entry, AbandonReason::PlannerBusy);
+    }
+}
+
+/// A profile given up: counted, the key back to its previous state, and after a failure
+/// that would recur (memory, bounds) no new profile of the key for a while.
+fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
+    stats::add(&GLOBAL.profiles_abandoned[reason as usize], 1);
+    let Some(e) = entry else { return };
+    stats::add(&e.counters.profiles_abandoned, 1);
+    e.abandon_profile();
+    if matches!(reason, AbandonReason::OutOfMemory | AbandonReason::Bound) {
+        e.back_off();
+    }
+}
+
+fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
+    if !p.slabs.is_null() {
+        // SAFETY: the pass registered with `slabs` at start; it stays alive until released
+        // here, and every context left.
+        let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
+        note_released(&released);
+        if !p.bound && lends_pending() {
+            registry::lend_idle_blocks();
+        }
+    }
+    stats::add(&GLOBAL.passes_replayed, 1);
+    GLOBAL.add_replay(counters);
+    let Some(e) = p.entry else { return };
+    e.count_replay(counters);
+    if abandon.is_some() {
+        // Unwinding or exiting: what it allocated says nothing about the profile.
+        stats::add(&GLOBAL.replays_abandoned, 1);
+        stats::add(&e.counters.replays_abandoned, 1);
+        return;
+    }
+    let cfg = config::config();
+    let diverged = e.note_divergence(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
+    if diverged && !p.slabs.is_null() {
+        e.mark_stale(p.slabs);
+    }
+}
+
+fn note_released(r: &Released) {
+    stats::add(&GLOBAL.slots_demoted, r.demoted);
+    stats::add(&GLOBAL.pages_returned_bytes, r.pages_returned);
+}

@@ -1,0 +1,116 @@
+//! One-time setup at the first pass, and `fork` safety.
+//!
+//! # Locks across `fork`
+//! In a forked child only the forking thread survives: a lock another thread held at the
+//! fork would stay held forever, and the data it guards could be half-updated. So the
+//! prepare handler takes every lock of the crate, in the order of `sync::LockId` (the one
+//! order code nests them in), waiting for any thread inside a critical section to leave
+//! it; the parent and child handlers release them all afterwards. The child is then a
+//! normal process: its passes profile, plan and replay, and slab pointers it inherited are
+//! recognised and freed correctly (instances other threads held at the fork stay taken).
+//!
+//! A child forked while the first pass's setup (reading the configuration, loading plans)
+//! was running on another thread cannot wait for that setup, which will never finish in
+//! the child: such a child runs every pass on the backend.
+
+use std::sync::Once;
+
+use crate::config::config;
+use crate::support::sync::{plain, Ordering, SpinLock};
+
+/// Guards the fork-handler registration. `pthread_once`, not `std::sync::Once`: glibc's
+/// survives a fork in the middle of the initialisation (the child runs it again), while a
+/// `std` `Once` copied mid-run would make the child wait forever.
+static mut FORK_HANDLERS: libc::pthread_once_t = libc::PTHREAD_ONCE_INIT;
+
+static SETUP: Once = Once::new();
+/// The first pass's setup finished.
+static READY: plain::AtomicBool = plain::AtomicBool::new(false);
+/// This process is a child forked before the setup finished: passes run on the backend.
+static DISABLED: plain::AtomicBool = plain::AtomicBool::new(false);
+
+/// Runs the setup once (with the re-entrancy guard set by the caller).
+///
+/// The fork handlers are registered first, and plans loaded only after, so a `fork` while
+/// another thread loads plans happens with the handlers in place.
+pub(crate) fn once() {
+    if READY.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: `FORK_HANDLERS` is only ever passed to `pthread_once`, which synchronises
+    // all access to it; `register_fork_handlers` is a plain `extern "C"` function.
+    unsafe {
+        libc::pthread_once(&raw mut FORK_HANDLERS, register_fork_handlers);
+    }
+    if disabled() {
+        return;
+    }
+    SETUP.call_once(|| {
+        let cfg = config();
+        if let Some(dir) = &cfg.plan_dir {
+            crate::plan::load::load_plans(dir, cfg.max_plans);
+        }
+    });
+    READY.store(true, Ordering::Release);
+}
+
+/// Whether passes must run on the backend (see the module documentation).
+pub(crate) fn disabled() -> bool {
+    DISABLED.load(Ordering::Relaxed)
+}
+
+extern "C" fn register_fork_handlers() {
+    // SAFETY: registering plain `extern "C"` functions with no captured state.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        );
+    }
+}
+
+/// Every lock of the crate, in `LockId` order.
+fn locks() -> [&'static SpinLock; 6] {
+    [
+        crate::registry::INSERT.lock(),
+        &crate::registry::SUMMARIES,
+        crate::registry::reclaim::RECLAIMER.lock(),
+        &crate::memory::region::LOCK,
+        crate::profiling::recorder::SPARE.lock(),
+        crate::plan::worker::lock(),
+    ]
+}
+
+extern "C" fn before_fork() {
+    for lock in locks() {
+        lock.lock_for_fork();
+    }
+}
+
+extern "C" fn after_fork_in_parent() {
+    for lock in locks().into_iter().rev() {
+        lock.force_unlock();
+    }
+}
+
+extern "C" fn after_fork_in_child() {
+    if !READY.load(Ordering::Acquire) {
+        DISABLED.store(true, Ordering::Relaxed);
+    }
+    for lock in locks().into_iter().rev() {
+        lock.force_unlock();
+    }
+    crate::plan::worker::after_fork_in_child();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::support::sync::LockId;
+
+    #[test]
+    fn the_fork_handlers_take_every_lock_in_order() {
+        let ids: Vec<LockId> = super::locks().iter().map(|l| l.id()).collect();
+        assert_eq!(ids, LockId::ALL);
+    }
+}
