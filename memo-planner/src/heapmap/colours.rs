@@ -3,11 +3,16 @@
 
 use std::collections::HashMap;
 
-use super::legend::LegendEntry;
 use super::options::{Coloring, HeapmapOptions};
 use super::svg::truncate;
 use crate::problem::Buffer;
 use crate::text::short_size;
+
+/// One legend line: a colour swatch and its label.
+pub(super) struct LegendEntry {
+    pub(super) label: String,
+    pub(super) color: String,
+}
 
 /// Sequential palette for size classes (plasma, dark to light, without its palest end).
 pub(super) const SEQUENTIAL: [&str; 8] = [

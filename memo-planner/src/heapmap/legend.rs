@@ -2,17 +2,11 @@
 
 use std::fmt::Write;
 
-use super::colours::DUST_COLOR;
+use super::colours::{LegendEntry, DUST_COLOR};
 use super::layout::Frame;
 use super::options::{Coloring, HeapmapOptions};
 use super::svg::{num, text};
 use crate::text::thousands;
-
-/// One legend line: a colour swatch and its label.
-pub(super) struct LegendEntry {
-    pub(super) label: String,
-    pub(super) color: String,
-}
 
 /// What the legend's footer counts.
 pub(super) struct Counts {
