@@ -119,6 +119,7 @@ fn plan_with_lanes(slots: &[(u64, u64)], lanes: PlanLanes) -> CompiledPlan {
         min_size: None,
         align: 16,
         offset: Some(offset),
+        lifetime: None,
     };
     let file = PlanFile {
         format: PLAN_FORMAT.into(),

@@ -2,7 +2,7 @@
 //! often it is used (for the cache), its backoff after abandoned profiles, its
 //! divergence window, its counters and the summary of its last profile.
 
-use crate::registry::divergence::Divergence;
+use crate::registry::divergence::{Divergence, Verdict};
 use crate::registry::key_state::{KeyState, StateWord};
 use crate::registry::reclaim::{ReadGuard, Readers, Reclaimer};
 use crate::replay::slab::pool::Slabs;
@@ -278,8 +278,9 @@ impl KeyEntry {
     /// successor is planned still diverge as it did; counted, they would make the new
     /// plan's first window look diverged. (A pass that read the old plan as current just
     /// before the new one was published can still add itself to the new window: one pass
-    /// among `window`, never a streak.) Re-profiling is rate-limited: at most 8 times per
-    /// key.
+    /// among `window`, never a streak.) Re-profiling a plan that still serves most of its
+    /// passes' requests is rate-limited to [`MAX_REPLANS`] times per key; a failing plan
+    /// ([`Verdict::Failing`]) is profiled again whatever the count.
     pub(crate) fn note_divergence(
         &self,
         plan: *mut Slabs,
@@ -290,6 +291,14 @@ impl KeyEntry {
         if self.state() != KeyState::Planned(plan) {
             return false;
         }
-        self.divergence.note(c, window, ratio) && self.counters.replans.load(Ordering::Relaxed) < 8
+        match self.divergence.note(c, window, ratio) {
+            Verdict::Keep => false,
+            Verdict::Diverged => self.counters.replans.load(Ordering::Relaxed) < MAX_REPLANS,
+            Verdict::Failing => true,
+        }
     }
 }
+
+/// Re-profiles of a key whose plan still serves most requests (see
+/// [`KeyEntry::note_divergence`]).
+pub(crate) const MAX_REPLANS: u64 = 8;
