@@ -202,3 +202,54 @@ fn a_key_whose_shape_keeps_changing_is_reprofiled_every_time() {
         );
     }
 }
+
+/// A plan of `key` whose lanes take requests up to 256 bytes but have no cell: every
+/// small request misses with "overlap" (its class and every class above are full).
+fn cell_less_plan(key: &str) -> PlanFile {
+    let mut plan = overlapping_plan(key, |_| None);
+    plan.slots.clear();
+    plan.height = 0;
+    plan.lanes.max = 256;
+    plan
+}
+
+/// The bound for a plan that serves nothing: one window of three replayed passes, then
+/// the profiled pass.
+const REPROFILED_WHEN_NOTHING_HITS: u64 = 4;
+
+#[test]
+fn a_plan_whose_every_request_misses_on_overlap_is_reprofiled_after_one_window() {
+    let dir = plan_dir("cell_less", &cell_less_plan("cell_less"));
+    run_child("child_cell_less", &[("MEMO_PLAN_DIR", &dir)]);
+}
+
+#[test]
+#[ignore]
+fn child_cell_less() {
+    if !is_child() {
+        return;
+    }
+    let small_pass = || {
+        let _p = memo_alloc::pass("cell_less");
+        let blocks: Vec<Box<[u8; 96]>> = (0..4).map(|_| black_box(Box::new([1u8; 96]))).collect();
+        black_box(&blocks);
+    };
+    for _ in 0..REPROFILED_WHEN_NOTHING_HITS - 1 {
+        small_pass();
+    }
+    let r = memo_alloc::report("cell_less").unwrap();
+    assert_eq!(memo_alloc::stats().plan_files_loaded, 1);
+    assert_eq!(r.slab_hits, 0, "{r:?}");
+    assert_eq!(
+        r.misses_by_reason.overlap,
+        r.misses_by_reason.total(),
+        "{r:?}"
+    );
+    assert_eq!(r.state, memo_alloc::PlanState::Replan, "{r:?}");
+    small_pass();
+    let r = memo_alloc::report("cell_less").unwrap();
+    assert_eq!(r.passes_profiled, 1, "{r:?}");
+    small_pass();
+    let r2 = memo_alloc::report("cell_less").unwrap();
+    assert_eq!(r2.slab_hits - r.slab_hits, 5, "{r2:?}");
+}

@@ -297,6 +297,23 @@ impl KeyEntry {
             Verdict::Failing => true,
         }
     }
+
+    /// A replayed pass of `plan` ended: its counts go to the key's divergence window
+    /// ([`KeyEntry::note_divergence`]), and the key is marked stale when they say so.
+    /// Returns whether this marked it stale.
+    ///
+    /// The caller is still registered with `plan` (so `plan` cannot have been freed and
+    /// another plan of the key allocated at its address: the loom model
+    /// `failing_replay_racing_eviction_and_publication`).
+    pub(crate) fn note_replayed(
+        &self,
+        plan: *mut Slabs,
+        c: &PassCounters,
+        window: u32,
+        ratio: f64,
+    ) -> bool {
+        self.note_divergence(plan, c, window, ratio) && self.mark_stale(plan)
+    }
 }
 
 /// Re-profiles of a key whose plan still serves most requests (see
