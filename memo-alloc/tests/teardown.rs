@@ -319,3 +319,61 @@ fn child_load_plans() {
     assert_eq!(s.plan_files_rejected_total(), 0, "{s:?}");
     assert!(s.plan_files_loaded > 0, "{s:?}");
 }
+
+#[test]
+fn threads_ending_inside_open_passes_leave_nothing_behind() {
+    let out = spawn_child(
+        "child_threads_ending_in_passes",
+        &[("MEMO_PLANNER", Path::new("inline"))],
+    );
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// One pass of `key` holding a few blocks, its guard leaked on `leak`.
+fn open_pass(key: &str, leak: bool) {
+    let p = memo_alloc::pass(key);
+    let held: Vec<Vec<u8>> = (0..8).map(|i| black_box(vec![i as u8; 2000 + i])).collect();
+    black_box(&held);
+    drop(held);
+    if leak {
+        std::mem::forget(p);
+    }
+}
+
+#[test]
+#[ignore = "child process"]
+fn child_threads_ending_in_passes() {
+    if !is_child() {
+        return;
+    }
+    const THREADS: u64 = 48;
+    open_pass("ends-in-replay", false); // profiled and planned
+    for round in 0..THREADS {
+        std::thread::spawn(move || {
+            // A pass of a planned key, or of one whose profiles every exit cuts short.
+            let key = ["ends-in-replay", "ends-in-profile"][(round % 2) as usize];
+            open_pass(key, true);
+        })
+        .join()
+        .unwrap();
+    }
+    open_pass("ends-in-replay", false);
+    let r = memo_alloc::report("ends-in-replay").unwrap();
+    // Each thread's pass was ended at its exit and its instance given back: one instance
+    // serves them all, nothing of them is live, and none of it counts as divergence.
+    assert_eq!(r.passes_replayed, THREADS / 2 + 1, "{r:?}");
+    assert_eq!(r.replays_abandoned, THREADS / 2, "{r:?}");
+    assert_eq!((r.slab_instances, r.instances_pinned), (1, 0), "{r:?}");
+    assert_eq!(r.misses_by_reason.total(), 0, "{r:?}");
+    assert_eq!(r.state, memo_alloc::PlanState::Planned, "{r:?}");
+    // Profiles cut short by a thread's exit are abandoned: never left profiling.
+    let r = memo_alloc::report("ends-in-profile").unwrap();
+    assert_ne!(r.state, memo_alloc::PlanState::Profiling, "{r:?}");
+    assert_eq!(
+        r.passes_replayed + r.passes_profiled + r.passes_backend,
+        THREADS / 2,
+        "{r:?}"
+    );
+    let s = memo_alloc::stats();
+    assert_eq!((s.retired_plans, s.instances_pinned), (0, 0), "{s:?}");
+}
