@@ -27,7 +27,10 @@
 //!   is handed out, a check proves no overlapping slot is live; a failed check, a larger
 //!   request, a stricter alignment, an unplanned allocation or one that escaped the
 //!   profiled pass is served by the backend and counted as a *miss* with its reason
-//!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again.
+//!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again: one whose
+//!   replayed passes miss more than half of their requests at most six replayed passes
+//!   after its plan was published or loaded (three when no request hits), whatever the
+//!   plan came from.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
 //! - Guards may be dropped in any order: each ends its own pass or scope (passes are
@@ -40,9 +43,13 @@
 //!   bound it is abandoned likewise, and the key backs off before profiling again.
 //! - A pass that unwinds (a panic) is abandoned: its profile is not planned, and what its
 //!   replay did counts toward no re-profiling.
-//! - Plan files are checked against bounds before anything is sized from them; a bad one
-//!   is rejected with one line on stderr and its key profiled afresh
-//!   ([`Stats::plan_files_rejected`]).
+//! - Plan files are checked against bounds before anything is sized from them, and as
+//!   plans: slots that were live together (by the lifetimes the file gives them) may not
+//!   share an address. A bad one is rejected with one line on stderr and its key profiled
+//!   afresh ([`Stats::plan_files_rejected`]); a file cut short by a writer is such a file.
+//!   The allocator writes its own files whole (a temporary file, renamed).
+//! - A thread that ends inside a pass ends the pass; `std::process::exit` or a panic
+//!   while the planner thread plans waits (at most 10 s) for the profiles submitted.
 //! - `fork()` at any moment: the fork handlers take every lock of the allocator, so the
 //!   child finds none held, and its passes profile, plan and replay.
 //! - A block kept past its pass pins its slab instance: the instance's other pages are

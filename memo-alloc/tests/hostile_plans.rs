@@ -36,6 +36,7 @@ fn slot(scope: u32, ordinal: u32, size: u64, offset: u64) -> PlanSlot {
         min_size: None,
         align: 16,
         offset: Some(offset),
+        lifetime: None,
     }
 }
 
