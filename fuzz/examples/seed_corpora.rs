@@ -60,7 +60,8 @@ fn seed_problems(data: &Path, corpus: &Path) -> usize {
         write(&corpus.join("problem_csv"), &name, &bytes);
         let plan = OffsetStrategy::GreedyBySize.plan(&problem);
         let json = problem_to_json(&problem, Some(&plan));
-        write(&corpus.join("problem_json"), &name, json.as_bytes());
+        let json_name = format!("{}.json", name.trim_end_matches(".csv"));
+        write(&corpus.join("problem_json"), &json_name, json.as_bytes());
         seeded += 1;
     }
     seeded
