@@ -107,12 +107,19 @@ fn run_round(settings: &Settings, shared: &Shared<'_>, round: u64, deadline: Ins
     })
 }
 
-/// Records the resident size once per tenth of the run: `(seconds, bytes)`.
+/// Records (and prints) the resident size once per tenth of the run: `(seconds, bytes)`.
 fn sample_rss(settings: &Settings, start: Instant, samples: &mut Vec<(f64, u64)>) {
     let tenth = settings.length.as_secs_f64() / 10.0;
     let t = start.elapsed().as_secs_f64();
     if samples.last().is_none_or(|&(last, _)| t - last >= tenth) {
-        samples.push((t, common::rss_bytes()));
+        let rss = common::rss_bytes();
+        samples.push((t, rss));
+        eprintln!(
+            "stress: {t:.0} s: {} ops, resident {} MiB, {} corruptions",
+            watchdog::PROGRESS.load(Ordering::Relaxed),
+            rss >> 20,
+            CORRUPTIONS.load(Ordering::Relaxed)
+        );
     }
 }
 
