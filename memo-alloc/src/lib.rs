@@ -82,6 +82,14 @@
 //! (default 256: requests up to that size replay from size-class cells of the slab instead
 //! of planned slots, which keeps tables and profiles small for passes of many tiny
 //! allocations; 0: every request from a planned slot). See [`Config`].
+//!
+//! # How it is tested
+//! Beyond unit and integration tests: loom models of the lock-free protocols, a shadow
+//! allocator that checks every block, a randomized multi-threaded stress test
+//! (`tests/stress.rs`: `MEMO_STRESS_SEED`, `MEMO_STRESS_SECS`, `MEMO_STRESS_THREADS`),
+//! fuzz targets for plan files and the replay matcher (the workspace's `fuzz/`), and Miri
+//! on the pure logic (`cargo +nightly miri test -p memo-alloc --lib`; under `cfg(miri)` the
+//! slab region is a heap buffer). The repository's `docs/ARCHITECTURE.md` has the commands.
 
 #![warn(missing_docs)]
 
