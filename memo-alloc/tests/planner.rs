@@ -13,7 +13,7 @@ use memo_alloc::testing::pause_planner;
 use memo_alloc::{AbandonReason, MemoAlloc, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn body(n: usize) -> u64 {
     let v: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 64 + i % 7]).collect();

@@ -18,6 +18,7 @@
 
 pub mod alloc;
 pub mod arena;
+pub mod backend;
 #[cfg(feature = "engine")]
 pub mod candle;
 pub mod cli;

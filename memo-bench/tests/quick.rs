@@ -7,13 +7,16 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const ALLOCATORS: [&str; 7] = [
+/// The default allocators: all but `memo-slots` and the `memo-<backend>` row of memo's
+/// default backend (jemalloc), which is `memo` itself.
+const ALLOCATORS: [&str; 8] = [
     "glibc",
     "jemalloc",
     "jemalloc-tuned",
     "mimalloc",
     "memo",
-    "memo-jemalloc",
+    "memo-glibc",
+    "memo-mimalloc",
     "static",
 ];
 

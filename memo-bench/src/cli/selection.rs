@@ -168,7 +168,7 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
 pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
     let sel = &args.selection;
     let allocators = if args.allocators.is_empty() {
-        Allocator::DEFAULT.to_vec()
+        Allocator::defaults()
     } else {
         args.allocators.clone()
     };
