@@ -28,4 +28,5 @@ pub mod pass_count;
 pub mod report;
 pub mod runner;
 pub mod service;
+pub mod stats;
 pub mod workloads;

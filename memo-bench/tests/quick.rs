@@ -31,6 +31,8 @@ fn bench(args: &[&str]) -> Value {
             "3",
             "--warmup",
             "2",
+            "--reps",
+            "1",
         ])
         .env_remove("MEMO_BENCH_ALLOCATOR");
     serde_json::from_str(&stdout_of(&mut cmd)).expect("JSON on stdout")
@@ -107,6 +109,35 @@ fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
     }
     assert_eq!(v["checksums_agree"], true, "{}", v["checksum_mismatches"]);
     assert_eq!(v["jemalloc_tuned_verified"], true);
+    check_intervals(v);
+}
+
+/// Every cell but memo's has its ratios to memo with intervals around them and a verdict;
+/// the report counts the verdicts.
+fn check_intervals(v: &Value) {
+    assert_eq!(v["reps"], 1);
+    for c in v["cells"].as_array().unwrap() {
+        assert!(c["cpu_p50_us"].as_f64().unwrap() > 0.0, "{c}");
+        if c["allocator"] == "memo" {
+            assert!(c["vs_memo"].is_null());
+            continue;
+        }
+        for k in ["p50", "mean", "cpu_p50", "cpu_mean"] {
+            let r = &c["vs_memo"][k];
+            let (lo, ratio, hi) = (r["lo"].as_f64(), r["ratio"].as_f64(), r["hi"].as_f64());
+            assert!(lo <= ratio && ratio <= hi, "{k}: {r}");
+            assert!(["ahead", "level", "behind"].contains(&r["verdict"].as_str().unwrap()));
+        }
+    }
+    let counted: u64 = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["statistic"] == "p50")
+        .map(|c| c["ahead"].as_u64().unwrap() + c["level"].as_u64().unwrap() + c["behind"].as_u64().unwrap())
+        .sum();
+    let compared = v["cells"].as_array().unwrap().iter().filter(|c| c["allocator"] != "memo").count();
+    assert_eq!(counted, compared as u64);
 }
 
 #[test]

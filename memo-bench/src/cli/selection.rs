@@ -27,6 +27,9 @@ pub const SWEEP_WORKLOAD: &str = "resnet50:b1:s128";
 /// Compute scales of the sweep (1 is in the main matrix).
 pub const SWEEP_COMPUTE: [f64; 2] = [0.0, 8.0];
 
+/// Repetitions of every cell unless `--reps` says otherwise.
+pub const DEFAULT_REPS: usize = 3;
+
 /// `--quick`'s workloads.
 pub const QUICK_WORKLOADS: &[&str] = &["mobilenet_v2:b1:s128", "resnet50:b1:s96", "bert:b1:s64"];
 
@@ -70,9 +73,14 @@ pub struct RunArgs {
     /// unmeasured pass follows once memo's plans are published, for every allocator.
     #[arg(long)]
     pub warmup: Option<u64>,
-    /// Repetitions of each cell (allocator order reversed every other one).
+    /// Repetitions of each cell (default 3; --quick 3). Each repetition runs every cell
+    /// once, the allocators of a group back to back in an order shuffled from --seed;
+    /// the intervals of the ratios resample the repetitions.
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Seed of the allocator orders and of the bootstrap's resamples.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Compute per byte, comma-separated: 0 = one element per cache line (allocation-bound),
     /// 1 = every element once (memory-bound), k > 1 = k multiply-adds per element.
     #[arg(long, value_delimiter = ',')]
@@ -214,7 +222,8 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
     Ok(Schedule {
         groups,
         allocators,
-        reps: args.reps.unwrap_or(1).max(1),
+        reps: args.reps.unwrap_or(DEFAULT_REPS).max(1),
+        seed: args.seed,
         trace_dir: (!args.no_report && !args.no_traces).then(|| args.report_dir.join("traces")),
         progress: !args.no_progress,
     })
