@@ -201,8 +201,13 @@ fn quick_cells_for_every_allocator() {
 }
 
 #[test]
-fn divergent_and_unscoped_variants_agree_across_allocators() {
-    for w in ["mobilenet_v2:b1:s32+divergent", "bert:b1:s8+noscope"] {
+fn divergent_unscoped_and_decoding_workloads_agree_across_allocators() {
+    for w in [
+        "mobilenet_v2:b1:s32+divergent",
+        "bert:b1:s8+noscope",
+        "decode:step:b1:s4:n2",
+        "decode:request:b1:s4:n2",
+    ] {
         let v = bench(&["--workloads", w, "--threads", "1", "--no-report"]);
         check_cells(&v, w, &[1]);
     }

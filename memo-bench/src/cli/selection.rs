@@ -7,6 +7,7 @@ use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Schedule};
 use crate::report::Format;
 use crate::workloads::candle::CandleSpec;
+use crate::workloads::decode::DecodeSpec;
 use crate::workloads::Spec;
 
 /// The default matrix's workloads.
@@ -40,8 +41,10 @@ pub struct Selection {
     #[arg(long)]
     pub quick: bool,
     /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent|+helpers]` with net one of
-    /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or `trace:<file>`
-    /// (a memo-alloc trace from MEMO_TRACE_DIR); or, built with `--features engine`,
+    /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or
+    /// `decode:step|request[:bN][:sP][:nK]` (GPT-2-small decoding K steps after a P-token
+    /// prompt, a position or a whole request per pass); or `trace:<file>` (a memo-alloc
+    /// trace from MEMO_TRACE_DIR); or, built with `--features engine`,
     /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the
     /// candle engine's own model code on synthetic weights; `--compute` does not apply).
     #[arg(long, value_delimiter = ',', value_parser = Spec::parse_runnable)]
@@ -49,8 +52,8 @@ pub struct Selection {
     /// Batch sizes applied to every built-in workload (cross product).
     #[arg(long, value_delimiter = ',')]
     pub batch: Vec<usize>,
-    /// Input sizes (image side, BERT sequence length, GPT-2 cached tokens) applied to every
-    /// built-in workload (cross product).
+    /// Input sizes (image side, BERT sequence length, GPT-2 cached tokens, a decoding
+    /// request's prompt) applied to every built-in workload (cross product).
     #[arg(long, value_delimiter = ',')]
     pub size: Vec<usize>,
 }
@@ -152,6 +155,13 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
                             variant,
                         }
                         .name());
+                    }
+                }
+            }
+            Spec::Decode(d) => {
+                for &batch in &or_default(&sel.batch, d.batch) {
+                    for &prompt in &or_default(&sel.size, d.prompt) {
+                        add(Spec::Decode(DecodeSpec { batch, prompt, ..d }).name());
                     }
                 }
             }
