@@ -134,9 +134,18 @@ fn check_intervals(v: &Value) {
         .unwrap()
         .iter()
         .filter(|c| c["statistic"] == "p50")
-        .map(|c| c["ahead"].as_u64().unwrap() + c["level"].as_u64().unwrap() + c["behind"].as_u64().unwrap())
+        .map(|c| {
+            c["ahead"].as_u64().unwrap()
+                + c["level"].as_u64().unwrap()
+                + c["behind"].as_u64().unwrap()
+        })
         .sum();
-    let compared = v["cells"].as_array().unwrap().iter().filter(|c| c["allocator"] != "memo").count();
+    let compared = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["allocator"] != "memo")
+        .count();
     assert_eq!(counted, compared as u64);
 }
 
