@@ -152,9 +152,10 @@ fn limit(rep: &Report) -> String {
     }
     let _ = writeln!(s);
     let above = cells.iter().filter(|(_, i)| i.lo > 1.05).count();
+    // static / memo above 1 with its whole interval: static, the limit, behind memo.
     let faults: Vec<String> = cells
         .iter()
-        .filter(|(_, i)| Verdict::of(&i.reciprocal()) == Verdict::Behind)
+        .filter(|(_, i)| static_behind_memo(i))
         .map(|(c, i)| {
             format!(
                 "{} x{} {:.3} [{:.3}, {:.3}]",
@@ -174,6 +175,12 @@ fn limit(rep: &Report) -> String {
         }
     );
     s
+}
+
+/// Whether `memo_over_static` (memo's p50 / static's, with its interval) shows static
+/// slower than memo: the interval of static / memo lies above 1, memo's verdict "ahead".
+pub fn static_behind_memo(memo_over_static: &Interval) -> bool {
+    Verdict::of(&memo_over_static.reciprocal()) == Verdict::Ahead
 }
 
 /// The relative half-widths of the p50 intervals (wall and CPU): what a run of this many

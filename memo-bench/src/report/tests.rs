@@ -180,3 +180,42 @@ fn disagreeing_checksums_and_a_missing_tuning_are_reported() {
     assert!(r.cells.is_empty() && r.checksums_agree);
     assert_eq!(r.jemalloc_tuned_verified, None);
 }
+
+/// memo / static below 1 with its interval is static behind memo (a harness fault the
+/// summary lists); above 1 is memo behind the limit, counted when above 1.05.
+#[test]
+fn the_summary_lists_static_behind_memo_and_counts_memo_above_the_limit() {
+    let i = |lo, ratio, hi| Interval { ratio, lo, hi };
+    assert!(summary::static_behind_memo(&i(0.80, 0.85, 0.90)));
+    assert!(!summary::static_behind_memo(&i(1.20, 1.40, 1.50)));
+    assert!(!summary::static_behind_memo(&i(0.90, 1.00, 1.10)));
+    let allocators = [Allocator::Memo, Allocator::Static];
+    let slow_static = vec![
+        run(Allocator::Memo, &[10, 10, 10], "a"),
+        run(Allocator::Static, &[12, 12, 12], "a"),
+    ];
+    let r = aggregate(&[group()], &allocators, &slow_static, &Bootstrap::default());
+    let text = summary::render(&r);
+    assert!(
+        text.contains("static behind memo outside its interval in 1 ("),
+        "{text}"
+    );
+    assert!(
+        text.contains("above 1.05 outside its interval in 0 of 1"),
+        "{text}"
+    );
+    let slow_memo = vec![
+        run(Allocator::Memo, &[12, 12, 12], "a"),
+        run(Allocator::Static, &[10, 10, 10], "a"),
+    ];
+    let r = aggregate(&[group()], &allocators, &slow_memo, &Bootstrap::default());
+    let text = summary::render(&r);
+    assert!(
+        text.contains("static behind memo outside its interval in 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("above 1.05 outside its interval in 1 of 1"),
+        "{text}"
+    );
+}
