@@ -37,7 +37,8 @@ pub const QUICK_WORKLOADS: &[&str] = &["mobilenet_v2:b1:s128", "resnet50:b1:s96"
 /// The workloads of a run or of `list`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Selection {
-    /// Small matrix (< 60 s): three workloads, every allocator, 1 and 2 threads.
+    /// Small matrix: three workloads, every allocator, 1 and 2 threads (about 2 minutes at
+    /// 3 repetitions).
     #[arg(long)]
     pub quick: bool,
     /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent|+helpers]` with net one of
