@@ -70,6 +70,28 @@
 //! `/metrics` page), [`report`] one key's plan and counters ([`PassReport`]), [`keys`] the
 //! keys. They serialise with serde.
 //!
+//! # Backends
+//! What is not served from a slab goes to the backend: allocations outside passes and on
+//! threads that did not enter one, escaping allocations, misses, passes without a plan,
+//! and the allocator's own bookkeeping (behind its re-entrancy guard). The backend is
+//! `System` (glibc) with [`MemoAlloc::system`]; with the `jemalloc` feature
+//! [`MemoAlloc::jemalloc`] serves it from jemalloc ([`Jemalloc`], tikv-jemallocator), with
+//! the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc ([`MiMalloc`]):
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
+//! ```
+//!
+//! The slabs, the region, lanes and replay are the same over every backend. The crate's
+//! integration tests run over each (`MEMO_TEST_BACKEND=jemalloc cargo test -p memo-alloc`,
+//! and `mimalloc`). Across `fork`: jemalloc registers its fork handlers when it starts
+//! (a library constructor), the crate at its first pass, so the crate's prepare handler
+//! runs first and takes the crate's locks while a thread inside one of them can still
+//! reach the backend; jemalloc's runs after it. mimalloc registers none on Linux: a fork
+//! while another thread holds one of mimalloc's own locks is mimalloc's matter, with or
+//! without memo.
+//!
 //! # Settings
 //! Read once at the first pass from the environment, or set in code with [`configure`]
 //! before it (`Config::default().with_mode(Mode::Profile)`, say):
@@ -117,7 +139,13 @@ pub use api::guards::{observe, op, pass, OpGuard, PassGuard};
 pub use api::report::{keys, report, stats, PassReport};
 pub use config::{configure, Config, Mode, Planner};
 pub use format::{files, trace};
+/// mimalloc, the backend of [`MemoAlloc::mimalloc`] (feature `mimalloc`).
+#[cfg(feature = "mimalloc")]
+pub use mimalloc::MiMalloc;
 pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;
 pub use stats::{AbandonReason, MissReason, Misses, PlanRejection, Stats};
+/// jemalloc (tikv-jemallocator), the backend of [`MemoAlloc::jemalloc`] (feature `jemalloc`).
+#[cfg(feature = "jemalloc")]
+pub use tikv_jemallocator::Jemalloc;

@@ -15,7 +15,7 @@ use memo_alloc::trace::{
 use memo_alloc::{MemoAlloc, PlanRejection, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
     TraceScope {

@@ -27,7 +27,7 @@ use std::thread;
 use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn fill(v: &mut [u8], seed: u8) {
     for (i, b) in v.iter_mut().enumerate() {
