@@ -269,6 +269,7 @@ mod tests {
     /// A block taken for a lane block returns the pages its last holder touched past the
     /// request: they would stay resident, out of use, while the lane block lives.
     #[test]
+    #[cfg_attr(miri, ignore = "page residency reads as zero under Miri")]
     fn an_exact_fit_returns_the_pages_past_its_request() {
         const USED: usize = 64 << 10;
         alone(|| {
