@@ -7,6 +7,7 @@
 //! CPUs, or `RAYON_NUM_THREADS`). Those pool threads allocate on the pass's behalf;
 //! [`crate::pass_count`] counts them.
 
+pub mod decoder;
 pub mod models;
 pub mod weights;
 
@@ -34,10 +35,12 @@ impl Engine {
         Input::new(&self.spec).expect("the input of a valid spec builds")
     }
 
-    /// One forward pass; panics if candle fails (a benchmark cell cannot go on).
-    pub fn forward(&self, input: &Input) -> Tensor {
+    /// Pass number `pass` of a request thread (numbered from 0; a decoder's position in
+    /// its request follows from it); panics if candle fails (a benchmark cell cannot go
+    /// on).
+    pub fn forward(&self, input: &Input, pass: u64) -> Tensor {
         self.model
-            .forward(input)
+            .forward(input, pass)
             .unwrap_or_else(|e| panic!("candle:{}: forward failed: {e}", self.spec.name()))
     }
 }
@@ -67,17 +70,17 @@ pub fn digest(t: &Tensor) -> u64 {
 mod tests {
     use super::*;
     use crate::workloads::candle::CandleModel;
+    use crate::workloads::decode::DecodeForm;
 
     fn small(model: CandleModel) -> CandleSpec {
-        CandleSpec {
-            model,
-            batch: 1,
-            size: if model == CandleModel::BertMini {
-                16
-            } else {
-                64
-            },
-        }
+        let mut spec = CandleSpec::parse(model.name()).unwrap();
+        spec.size = match model {
+            CandleModel::BertMini => 16,
+            CandleModel::Llama2c => 8,
+            _ => 64,
+        };
+        spec.steps = spec.steps.min(3);
+        spec
     }
 
     #[test]
@@ -86,9 +89,11 @@ mod tests {
             let spec = small(model);
             let engine = Engine::load(spec).unwrap();
             let (a, b) = (engine.input(), engine.input());
-            let out = engine.forward(&a);
+            let out = engine.forward(&a, 0);
+            let vocab = decoder::config().vocab_size;
             let want: &[usize] = match model {
                 CandleModel::BertMini => &[1, 16, 256],
+                CandleModel::Llama2c => &[1, vocab],
                 _ => &[1, models::CLASSES],
             };
             assert_eq!(out.dims(), want, "{model:?}");

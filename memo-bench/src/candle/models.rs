@@ -1,10 +1,13 @@
 //! The models, built with candle-transformers' own code over synthetic weights, their
-//! fixed inputs, and one forward pass each.
+//! fixed inputs, and one pass each (a forward, or a decoder's position or request).
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::Func;
+use candle_transformers::models::efficientnet::{EfficientNet, MBConvConfig};
+use candle_transformers::models::llama2_c::Llama;
 use candle_transformers::models::{bert, mobilenetv4, resnet};
 
+use super::decoder::{self, Decoding};
 use super::weights::{seed, uniform, SyntheticWeights};
 use crate::workloads::candle::{CandleModel, CandleSpec};
 
@@ -13,10 +16,13 @@ pub const CLASSES: usize = 1000;
 
 /// A loaded model, shared by every request thread of a cell.
 pub enum Model {
-    /// An image classifier (MobileNetV4-small, ResNet-18): a `Func` over an NCHW batch.
+    /// An image classifier (MobileNetV4-small, ResNet-18, EfficientNet-B0): a `Func` over
+    /// an NCHW batch.
     Vision(Func<'static>),
     /// A BERT encoder (returns the last hidden states).
     Bert(Box<bert::BertModel>),
+    /// A decoder (llama2.c's Llama; returns the last position's logits).
+    Decoder(Box<Llama>),
 }
 
 /// One request's input, made once per thread outside any pass.
@@ -30,6 +36,8 @@ pub enum Input {
         /// Token type ids (all 0: one segment).
         types: Tensor,
     },
+    /// A decoder's prompt and the thread's request in progress.
+    Decoding(Decoding),
 }
 
 /// BERT-mini's configuration (google's L-4, H-256, A-4 BERT).
@@ -68,14 +76,21 @@ impl Model {
             CandleModel::BertMini => {
                 Model::Bert(Box::new(bert::BertModel::load(vb, &bert_mini())?))
             }
+            CandleModel::EfficientNetB0 => {
+                let net = EfficientNet::new(vb, MBConvConfig::b0(), CLASSES)?;
+                Model::Vision(Func::new(move |x| net.forward(x)))
+            }
+            CandleModel::Llama2c => Model::Decoder(Box::new(decoder::load()?)),
         })
     }
 
-    /// One forward pass.
-    pub fn forward(&self, input: &Input) -> Result<Tensor> {
+    /// Pass number `pass` of a thread (numbered from 0): one forward, or a decoder's
+    /// position of a request or whole request.
+    pub fn forward(&self, input: &Input, pass: u64) -> Result<Tensor> {
         match (self, input) {
             (Model::Vision(f), Input::Images(x)) => f.forward(x),
             (Model::Bert(m), Input::Tokens { ids, types }) => m.forward(ids, types, None),
+            (Model::Decoder(m), Input::Decoding(d)) => d.pass(m, pass),
             _ => candle_core::bail!("input does not fit the model"),
         }
     }
@@ -83,10 +98,11 @@ impl Model {
 
 impl Input {
     /// The fixed input of `spec`: images uniform in `[-1, 1)`, or token ids spread over
-    /// the vocabulary.
+    /// the vocabulary (a decoder's prompt).
     pub fn new(spec: &CandleSpec) -> Result<Input> {
         let (b, s) = (spec.batch, spec.size);
         Ok(match spec.model {
+            CandleModel::Llama2c => Input::Decoding(Decoding::new(spec)?),
             CandleModel::BertMini => {
                 let vocab = bert_mini().vocab_size as u64;
                 let ids: Vec<u32> = uniform(seed("input_ids", &[b, s]), b * s)

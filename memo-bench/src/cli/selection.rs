@@ -46,8 +46,9 @@ pub struct Selection {
     /// `decode:step|request[:bN][:sP][:nK]` (GPT-2-small decoding K steps after a P-token
     /// prompt, a position or a whole request per pass); or `trace:<file>` (a memo-alloc
     /// trace from MEMO_TRACE_DIR); or, built with `--features engine`,
-    /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the
-    /// candle engine's own model code on synthetic weights; `--compute` does not apply).
+    /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini,
+    /// efficientnet-b0, llama2c (`llama2c[:bN][:sP][:nK][:step|:request]`: the candle
+    /// engine's own model code on synthetic weights; `--compute` does not apply).
     #[arg(long, value_delimiter = ',', value_parser = Spec::parse_runnable)]
     pub workloads: Vec<Spec>,
     /// Batch sizes applied to every built-in workload (cross product).

@@ -74,7 +74,7 @@ impl<'w> Runner<'w> {
             }
             #[cfg(feature = "engine")]
             Runner::Candle(e, input) => {
-                let out = in_pass(key, started, || e.forward(input));
+                let out = in_pass(key, started, || e.forward(input, pass));
                 crate::candle::digest(&out)
             }
             Runner::Trace(t) => {

@@ -10,7 +10,8 @@
 //!   every pass is the same.
 //!
 //! The synthetic family (`decode:<form>[:bN][:sP][:nK]`) runs GPT-2-small's layer table in
-//! the interpreter (prefill: [`nets::gpt2_prefill`], steps: [`nets::gpt2_decode`]).
+//! the interpreter (prefill: [`nets::gpt2_prefill`], steps: [`nets::gpt2_decode`]); the
+//! real engine's decoder is `candle:llama2c` (see [`super::candle`]), in the same forms.
 
 use super::graph::Graph;
 use super::nets;
