@@ -114,6 +114,9 @@ pub fn op(name: &'static str) -> OpGuard {
             _not_send: PhantomData,
         };
     };
+    if ctx.pass().undecided {
+        thread::with_bookkeeping(|| crate::pass::classify::before_scope(ctx));
+    }
     let depth = ctx.depth();
     if (depth as usize) < MAX_DEPTH {
         let node = enter_scope(ctx, name);

@@ -11,7 +11,7 @@ use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
 use crate::profiling::recorder::Recorder;
 use crate::registry::reclaim::RECLAIMER;
-use crate::registry::{self, KeyEntry};
+use crate::registry::{self, KeyEntry, KeyState, Signature};
 use crate::replay::slab::instance::lends_pending;
 use crate::replay::slab::pool::Released;
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
@@ -48,6 +48,7 @@ pub(super) fn finish(p: &PassState) {
     let mut main = (!main.is_null()).then(|| unsafe { Box::from_raw(main) });
     let mut counters = p.helper_counters();
     let mut recorder = None;
+    let mut signature = Signature::default();
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
         let mc = m.counters;
@@ -68,9 +69,10 @@ pub(super) fn finish(p: &PassState) {
         }
         abandon = m.abandoned.or(abandon);
         recorder = m.recorder.take();
+        signature = m.signature;
     }
     match p.kind {
-        PassKind::Profile => finish_profile(p, recorder, abandon, &counters),
+        PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
         PassKind::Replay => finish_replay(p, &mut counters, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
@@ -95,6 +97,7 @@ fn finish_profile(
     recorder: Option<Recorder>,
     abandon: Option<AbandonReason>,
     counters: &PassCounters,
+    signature: Signature,
 ) {
     stats::add(&GLOBAL.passes_profiled, 1);
     stats::add(&GLOBAL.profiled_allocations, counters.allocations);
@@ -121,17 +124,41 @@ fn finish_profile(
         Ok(profile) => profile,
         Err(reason) => return abandon_profile(entry, reason),
     };
-    // The key's previous plan, held for merging into the new one.
-    let base = entry.and_then(Pinned::current);
+    // A re-profile of another shape founds a class; else it is merged with the key's
+    // previous plan, held for that.
+    let founded = entry.and_then(|e| found_class(e, &signature));
+    let entry = founded.or(entry);
+    let base = entry
+        .filter(|_| founded.is_none())
+        .and_then(Pinned::current);
     let job = Job {
         profile,
         entry,
         serial,
         base,
+        signature,
     };
     if !worker::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
     }
+}
+
+/// The class a re-profile of key `e` founds: when the key has a plan of another
+/// signature (and no classes yet), the profile becomes the plan of a new class of its
+/// own signature, and the key's plan stays its first class's (the key leaves
+/// `Profiling` for `Planned`). `None`: the profile is the key's, merged with its plan.
+fn found_class(e: &'static KeyEntry, s: &Signature) -> Option<&'static KeyEntry> {
+    let own = e.classes.signature();
+    let has_plan = matches!(e.state(), KeyState::Profiling(q) if !q.is_null());
+    if e.classes.is_class() || e.classes.classed() || !has_plan || own == 0 || own == s.word() {
+        return None;
+    }
+    let class = registry::class_entry(e, s, config::config().max_classes)?;
+    if !class.begin_profile() {
+        return None;
+    }
+    e.abandon_profile();
+    Some(class)
 }
 
 /// A profile given up: counted, the key back to its previous state, and after a failure

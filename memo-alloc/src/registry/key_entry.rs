@@ -2,6 +2,7 @@
 //! often it is used (for the cache), its backoff after abandoned profiles, its
 //! divergence window, its counters and the summary of its last profile.
 
+use crate::registry::classes::Classes;
 use crate::registry::divergence::{Divergence, Verdict};
 use crate::registry::key_state::{KeyState, StateWord};
 use crate::registry::reclaim::{ReadGuard, Readers, Reclaimer};
@@ -62,6 +63,8 @@ pub(crate) struct KeyEntry {
     /// Whether the current plan's replays diverge.
     divergence: Divergence,
     pub(crate) counters: KeyCounters,
+    /// Its shape classes (see `classes.rs`).
+    pub(crate) classes: Classes,
     /// Behind [`SUMMARIES`].
     summary: std::cell::UnsafeCell<Option<Summary>>,
 }
@@ -104,6 +107,7 @@ impl KeyEntry {
             backoffs: plain::AtomicU32::new(0),
             divergence: Divergence::default(),
             counters: KeyCounters::default(),
+            classes: Classes::default(),
             summary: std::cell::UnsafeCell::new(None),
         })
     }

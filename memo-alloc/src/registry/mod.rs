@@ -1,5 +1,5 @@
 //! The plan registry: pass key to entry (`table.rs`: lock-free lookups in a fixed table),
-//! each key's entry (`key_entry.rs`), its life as a state machine (`key_state.rs`), the
+//! each key's entry (`key_entry.rs`), its shape classes (`classes.rs`), its life as a state machine (`key_state.rs`), the
 //! window of replays that re-profiles it when they diverge (`divergence.rs`), which keys
 //! keep plans (`cache.rs`), and the safe reclamation of the plans taken out of keys
 //! (`reclaim.rs`).
@@ -8,13 +8,15 @@
 //! and `support`.
 
 pub(crate) mod cache;
+mod classes;
 mod divergence;
 mod key_entry;
 mod key_state;
 pub(crate) mod reclaim;
 mod table;
 
+pub(crate) use classes::Signature;
 pub(crate) use key_entry::{now, KeyEntry, Summary, SUMMARIES};
 pub(crate) use key_state::KeyState;
 pub use key_state::PlanState;
-pub(crate) use table::{entry, find, for_each, lend_idle_blocks, totals, INSERT};
+pub(crate) use table::{class_entry, entry, find, for_each, lend_idle_blocks, totals, INSERT};
