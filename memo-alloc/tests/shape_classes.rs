@@ -78,9 +78,11 @@ const PROMPT: usize = 64;
 const STEPS: usize = 32;
 
 /// Runs `requests` decoding requests under `key`, one pass per position; returns the
-/// key's report deltas over the step passes of the last `measured` requests.
-fn decode(key: &str, requests: usize, measured: usize) -> Measured {
+/// key's report deltas over the step passes of the last `measured` requests (with the
+/// profiles of their prefills), and over their prefill passes.
+fn decode(key: &str, requests: usize, measured: usize) -> (Measured, Measured) {
     let mut m = Measured::default();
+    let mut prefills = Measured::default();
     for r in 0..requests {
         let mut cache = Vec::new();
         let prefill = delta(key, || {
@@ -98,9 +100,10 @@ fn decode(key: &str, requests: usize, measured: usize) -> Measured {
         }
         if r + measured >= requests {
             m.add_profiles(&prefill);
+            prefills.add(&prefill);
         }
     }
-    m
+    (m, prefills)
 }
 
 /// Sequence lengths of the encoder's passes.
@@ -190,8 +193,9 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
 #[test]
 fn a_decoding_step_whose_cache_grows_settles_apart_from_its_prefill() {
     let _g = serial_inline();
-    let m = decode("decode-steps", 40, 30);
+    let (m, prefills) = decode("decode-steps", 40, 30);
     eprintln!("decode: {m:?} share {:.4}", m.share());
+    eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
     assert!(m.profiled <= 2, "settled: {m:?}");
     let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
     assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");

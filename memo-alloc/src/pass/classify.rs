@@ -72,12 +72,22 @@ fn decide(ctx: &mut Context, cfg: &Config) {
     thread::with(|s| thread::set_path(s, path), ());
 }
 
-/// The class of the context's signature: the key's own, one of its classes, a new one
-/// within the bound, or past it the nearest.
+/// The class of the context's signature: the key's own or one of its classes when the
+/// signature is theirs (a match, see `Classes::note_match`) or within the close ratio of
+/// theirs, a new one within the bound, or past it the nearest. A key with `max_classes`
+/// classes already takes no lock.
 fn class_of(own: &'static KeyEntry, ctx: &Context, cfg: &Config) -> &'static KeyEntry {
     let s = &ctx.signature;
+    if let Some(c) = own.classes.find(own, s) {
+        c.classes.note_match();
+        return c;
+    }
     own.classes
-        .find(own, s)
-        .or_else(|| registry::class_entry(own, s, cfg.max_classes))
+        .close_to(own, s)
+        .or_else(|| {
+            (own.classes.count() < cfg.max_classes)
+                .then(|| registry::class_entry(own, s, cfg.max_classes))
+                .flatten()
+        })
         .unwrap_or_else(|| own.classes.nearest(own, s))
 }

@@ -11,7 +11,7 @@ use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
 use crate::profiling::recorder::Recorder;
 use crate::registry::reclaim::RECLAIMER;
-use crate::registry::{self, KeyEntry, KeyState, Signature};
+use crate::registry::{self, close, KeyEntry, KeyState, Signature};
 use crate::replay::slab::instance::lends_pending;
 use crate::replay::slab::pool::Released;
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
@@ -124,41 +124,63 @@ fn finish_profile(
         Ok(profile) => profile,
         Err(reason) => return abandon_profile(entry, reason),
     };
-    // A re-profile of another shape founds a class; else it is merged with the key's
+    // A re-profile of a new shape founds a class; else it is merged with its entry's
     // previous plan, held for that.
-    let founded = entry.and_then(|e| found_class(e, &signature));
-    let entry = founded.or(entry);
-    let base = entry
-        .filter(|_| founded.is_none())
-        .and_then(Pinned::current);
+    let (entry, founded, retag) = match entry.map(|e| (e, shape_of(e, &signature))) {
+        Some((_, Reprofile::Founds(class))) => (Some(class), true, false),
+        Some((e, Reprofile::Merges { retag })) => (Some(e), false, retag),
+        None => (None, false, false),
+    };
+    let base = entry.filter(|_| !founded).and_then(Pinned::current);
     let job = Job {
         profile,
         entry,
         serial,
         base,
         signature,
+        retag,
     };
     if !worker::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
     }
 }
 
-/// The class a re-profile of key `e` founds: when the key has a plan of another
-/// signature (and no classes yet), the profile becomes the plan of a new class of its
-/// own signature, and the key's plan stays its first class's (the key leaves
-/// `Profiling` for `Planned`). `None`: the profile is the key's, merged with its plan.
-fn found_class(e: &'static KeyEntry, s: &Signature) -> Option<&'static KeyEntry> {
-    let own = e.classes.signature();
+/// What a profile of entry `e` does with its shape (see `registry::classes`).
+enum Reprofile {
+    /// It becomes the first plan of a new class of the key.
+    Founds(&'static KeyEntry),
+    /// It merges into `e`'s plan; with `retag` its signature becomes `e`'s.
+    Merges { retag: bool },
+}
+
+/// What a profile of signature `s` of entry `e` does: it founds a class when `e` is a key
+/// without classes whose plan is of a plausibly new shape (its first size more than
+/// `CLOSE_RATIO` from `s`'s) and matched by a pass since it was published; the profile
+/// becomes the plan of the new class and the key's plan stays its first class's (the key
+/// leaves `Profiling` for `Planned`). Else it merges into `e`'s plan, and takes over its
+/// signature when that is of another shape no pass matched (a first pass's one-time
+/// allocations, a class only reached as the nearest).
+fn shape_of(e: &'static KeyEntry, s: &Signature) -> Reprofile {
+    let c = &e.classes;
     let has_plan = matches!(e.state(), KeyState::Profiling(q) if !q.is_null());
-    if e.classes.is_class() || e.classes.classed() || !has_plan || own == 0 || own == s.word() {
-        return None;
+    if !has_plan {
+        return Reprofile::Merges { retag: true };
     }
-    let class = registry::class_entry(e, s, config::config().max_classes)?;
-    if !class.begin_profile() {
-        return None;
+    if c.signature() == 0 || c.signature() == s.word() || close(c.first(), s.first()) {
+        return Reprofile::Merges { retag: false };
     }
-    e.abandon_profile();
-    Some(class)
+    if !c.matched() || c.is_class() || c.classed() {
+        return Reprofile::Merges {
+            retag: !c.matched(),
+        };
+    }
+    match registry::class_entry(e, s, config::config().max_classes) {
+        Some(class) if !std::ptr::eq(class, e) && class.begin_profile() => {
+            e.abandon_profile();
+            Reprofile::Founds(class)
+        }
+        _ => Reprofile::Merges { retag: false },
+    }
 }
 
 /// A profile given up: counted, the key back to its previous state, and after a failure
@@ -187,6 +209,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
             // the key allocated at its address, which this pass's counts must not reach.
             let cfg = config::config();
             e.note_replayed(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
+            e.classes.note_replay(counters);
         }
     }
     if !p.slabs.is_null() {

@@ -26,6 +26,9 @@ pub(crate) struct Job {
     pub(crate) base: Option<Pinned>,
     /// The signature of the profiled pass's first requests (see `registry::classes`).
     pub(crate) signature: Signature,
+    /// The plan takes over `signature` as its entry's (a class no pass matched, replaced);
+    /// else the entry keeps its own (see `registry::classes`).
+    pub(crate) retag: bool,
 }
 
 /// A plan held by a job: registered in its `active` count, so it is not freed meanwhile.
@@ -76,6 +79,7 @@ impl Job {
             serial,
             base,
             signature,
+            retag,
         } = self;
         // Merged with the key's previous plan, if any: plans converge (see `merge`).
         let seen = base
@@ -86,7 +90,7 @@ impl Job {
         drop(base);
         plan_and_publish(profile, &seen, &lanes, entry, serial, cfg);
         if let Some(e) = entry.filter(|e| e.has_plan()) {
-            e.classes.set_signature(&signature);
+            e.classes.published(&signature, retag);
         }
     }
 }

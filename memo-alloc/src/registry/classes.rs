@@ -9,13 +9,23 @@
 //! the plan of a new class, a key entry of its own (named `<key>#<n>`), and the key's own
 //! plan stays the plan of its first class. From then on a bound pass of the key starts
 //! undecided: its requests go to the backend until its signature is known, and the class
-//! of that signature (made when new, at most [`Config::max_classes`] per key; past the
-//! bound the class whose first size is nearest above, or the largest) profiles or
-//! replays the rest of the pass as its own.
+//! of that signature profiles or replays the rest of the pass as its own: the class of
+//! that very signature; else the class whose first size is nearest by ratio, when within
+//! [`CLOSE_RATIO`] (jitter, which the class's merged plan absorbs); else a new class, at
+//! most [`Config::max_classes`] per key; past the bound the class whose first size is
+//! nearest above, or the largest.
+//!
+//! A shape founds a class only when it is plausibly new: its first size is more than
+//! [`CLOSE_RATIO`] from every class's. And a class whose signature no pass has *matched*
+//! since its plan was published (see [`Classes::note_match`]) is replaced rather than
+//! kept: its next re-profile merges into its plan and takes over its signature (a key's
+//! first pass that made one-time allocations first founds nothing).
 //!
 //! [`Config::max_classes`]: crate::Config::max_classes
 
+use crate::registry::divergence::FAILING_RATIO;
 use crate::registry::key_entry::KeyEntry;
+use crate::stats::PassCounters;
 use crate::support::sync::{plain, Ordering};
 
 /// Requests above the lane bound whose sizes and alignments make a signature.
@@ -24,6 +34,23 @@ pub(crate) const SIGNATURE_REQUESTS: u32 = 1;
 pub(crate) const SIGNATURE_WINDOW: u32 = 64;
 /// Most classes a key can have (the bound of [`crate::Config::max_classes`]).
 pub(crate) const MAX_CLASSES: usize = 16;
+/// First sizes within this ratio of each other (either way) are one shape, jittering.
+pub(crate) const CLOSE_RATIO: f64 = 1.25;
+
+/// How far apart two first sizes are, as a ratio of at least 1 (0 is a shape of its own:
+/// a pass without large requests).
+fn ratio(a: u64, b: u64) -> f64 {
+    match (a.min(b), a.max(b)) {
+        (0, 0) => 1.0,
+        (0, _) => f64::INFINITY,
+        (lo, hi) => hi as f64 / lo as f64,
+    }
+}
+
+/// Whether first sizes `a` and `b` are one shape (within [`CLOSE_RATIO`]).
+pub(crate) fn close(a: u64, b: u64) -> bool {
+    ratio(a, b) <= CLOSE_RATIO
+}
 
 /// The signature of a pass as its first requests make it (see the module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +107,11 @@ pub(crate) struct Classes {
     signature: plain::AtomicU64,
     /// The first large request of that profile.
     first: plain::AtomicU64,
+    /// A pass matched `signature` since the plan was published (see [`Classes::note_match`]).
+    matched: plain::AtomicBool,
+    /// The plan replaced one of another shape that no pass had matched (see
+    /// [`Classes::note_failing`]).
+    replaced: plain::AtomicBool,
     /// The key's passes are classified (it has more than its own class).
     classed: plain::AtomicBool,
     /// Set on a class's entry: it is a class of another key.
@@ -95,16 +127,63 @@ impl Classes {
         self.signature.load(Ordering::Relaxed)
     }
 
-    /// Notes the signature of the profile this entry's plan is made from (the first
-    /// signature a class or key gets stays its own).
-    pub(crate) fn set_signature(&self, s: &Signature) {
-        if self
-            .signature
-            .compare_exchange(0, s.word(), Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
+    /// The first large request of this entry's plan's signature (0: none or unknown).
+    pub(crate) fn first(&self) -> u64 {
+        self.first.load(Ordering::Relaxed)
+    }
+
+    /// A plan of this entry was published, made from a profile of signature `s`: with
+    /// `retag` (or while the entry has no signature) `s` becomes its signature, else it
+    /// keeps its own (a jittered re-profile merged into it). No pass has matched it since.
+    pub(crate) fn published(&self, s: &Signature, retag: bool) {
+        self.matched.store(false, Ordering::Relaxed);
+        let old = self.signature();
+        if retag && old != 0 && old != s.word() {
+            self.replaced.store(true, Ordering::Relaxed);
+        }
+        if retag || old == 0 {
+            self.signature.store(s.word(), Ordering::Relaxed);
             self.first.store(s.first(), Ordering::Relaxed);
         }
+    }
+
+    /// A pass matched this entry's plan: one whose signature is the plan's (a classified
+    /// pass), or a pass of a key without classes that replayed the plan without diverging.
+    pub(crate) fn note_match(&self) {
+        if !self.matched.load(Ordering::Relaxed) {
+            self.matched.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A pass replayed this entry's plan with counters `c`. For a key without classes
+    /// (whose passes have no signature) it is the evidence of the plan's shape: a pass
+    /// that did not diverge matches it; one that missed most of what it asked is
+    /// [`Classes::note_failing`].
+    pub(crate) fn note_replay(&self, c: &PassCounters) {
+        if self.classed() {
+            return; // its passes match by signature
+        }
+        if c.slab_hits > 0 && c.diverged() == 0 {
+            self.note_match();
+        } else if c.diverged() as f64 > FAILING_RATIO * c.allocations as f64 {
+            self.note_failing();
+        }
+    }
+
+    /// A replayed pass of this key (without classes) missed most of what it asked. When
+    /// the key's plan replaced a shape no pass had matched, that shape may recur after
+    /// all (a decoding loop's prefill, replaced by its steps' shape before it came
+    /// again): the key's passes are classified from now on, so that a shape of its own
+    /// founds a class at its next pass.
+    fn note_failing(&self) {
+        if self.replaced.load(Ordering::Relaxed) && !self.is_class() {
+            self.classed.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether a pass matched this entry's plan since it was published.
+    pub(crate) fn matched(&self) -> bool {
+        self.matched.load(Ordering::Relaxed)
     }
 
     /// Whether the key's passes are classified.
@@ -120,7 +199,7 @@ impl Classes {
     /// Marks this entry as a class of another key, of signature `s`.
     pub(crate) fn mark_class(&self, s: &Signature) {
         self.is_class.store(true, Ordering::Relaxed);
-        self.set_signature(s);
+        self.published(s, false);
     }
 
     /// The key's classes beyond its own.
@@ -145,10 +224,24 @@ impl Classes {
         self.each().find(|c| c.classes.signature() == w)
     }
 
+    /// The class whose first size is nearest to `s`'s by ratio, when within
+    /// [`CLOSE_RATIO`]: the class a jittered signature belongs to.
+    pub(crate) fn close_to(
+        &self,
+        own: &'static KeyEntry,
+        s: &Signature,
+    ) -> Option<&'static KeyEntry> {
+        let apart = |e: &KeyEntry| ratio(e.classes.first(), s.first());
+        std::iter::once(own)
+            .chain(self.each())
+            .filter(|&e| e.classes.signature() != 0 && apart(e) <= CLOSE_RATIO)
+            .min_by(|&a, &b| apart(a).total_cmp(&apart(b)))
+    }
+
     /// Past the bound: the class whose first large request is the smallest holding `s`'s,
     /// else the one with the largest.
     pub(crate) fn nearest(&self, own: &'static KeyEntry, s: &Signature) -> &'static KeyEntry {
-        let first = |e: &KeyEntry| e.classes.first.load(Ordering::Relaxed);
+        let first = |e: &KeyEntry| e.classes.first();
         let all = || std::iter::once(own).chain(self.each());
         all()
             .filter(|&e| first(e) >= s.first())
@@ -196,5 +289,66 @@ mod tests {
         assert!(!signature(&[16, 32]).complete());
         assert!(signature(&[16; SIGNATURE_WINDOW as usize]).complete());
         assert_eq!(signature(&[16, 4096]).first(), 4096);
+    }
+
+    fn entry(first: u64) -> &'static KeyEntry {
+        let e: &'static KeyEntry = Box::leak(KeyEntry::new("classes-test", 0).unwrap());
+        e.classes.published(&signature(&[first]), false);
+        e
+    }
+
+    #[test]
+    fn sizes_within_the_close_ratio_are_one_shape() {
+        assert!(close(512, 544)); // jitter
+        assert!(close(544, 512));
+        assert!(!close(40 << 10, 72 << 10));
+        assert!(!close(96 << 10, 128 << 10)); // 1.33x apart
+        assert!(close(0, 0));
+        assert!(!close(0, 4096));
+    }
+
+    #[test]
+    fn a_jittered_signature_belongs_to_the_class_nearest_by_ratio() {
+        let own = entry(40 << 10);
+        let wide = entry(72 << 10);
+        assert!(own.classes.add(wide, 8));
+        let near = |first: u64| own.classes.close_to(own, &signature(&[first]));
+        assert!(std::ptr::eq(near(42 << 10).unwrap(), own));
+        assert!(std::ptr::eq(near(70 << 10).unwrap(), wide));
+        assert!(near(56 << 10).is_none()); // 1.4x from 40 Ki and 1.29x from 72 Ki
+        assert!(own.classes.classed());
+        assert_eq!(own.classes.count(), 2);
+    }
+
+    #[test]
+    fn a_replacing_plan_takes_over_the_signature_and_starts_unmatched() {
+        let e = entry(720);
+        let old = e.classes.signature();
+        e.classes.note_match();
+        // A jittered re-profile merged into the plan: its signature stays.
+        e.classes.published(&signature(&[700]), false);
+        assert_eq!(e.classes.signature(), old);
+        assert!(!e.classes.matched());
+        assert!(!e.classes.replaced.load(Ordering::Relaxed));
+        // A plan replacing one no pass matched: its signature is the new profile's.
+        e.classes.published(&signature(&[512]), true);
+        assert_eq!(e.classes.signature(), signature(&[512]).word());
+        assert_eq!(e.classes.first(), 512);
+        assert!(e.classes.replaced.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_failing_replay_classifies_a_key_only_after_it_replaced_a_shape() {
+        let failing = PassCounters {
+            allocations: 10,
+            skipped: 8,
+            ..PassCounters::default()
+        };
+        let e = entry(512);
+        e.classes.note_replay(&failing);
+        assert!(!e.classes.classed());
+        e.classes.published(&signature(&[64 << 10]), true);
+        e.classes.note_replay(&failing);
+        assert!(e.classes.classed());
     }
 }

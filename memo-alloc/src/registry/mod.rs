@@ -15,7 +15,7 @@ mod key_state;
 pub(crate) mod reclaim;
 mod table;
 
-pub(crate) use classes::Signature;
+pub(crate) use classes::{close, Signature};
 pub(crate) use key_entry::{now, KeyEntry, Summary, SUMMARIES};
 pub(crate) use key_state::KeyState;
 pub use key_state::PlanState;

@@ -72,9 +72,10 @@ fn insert(key: &str) -> Option<&'static KeyEntry> {
     None
 }
 
-/// The class of signature `s` of key `own`, made (named `<key>#<n>`) when the key has
-/// fewer than `max` classes; `None` past the bound or when memory or the table ran out.
-/// With the re-entrancy guard set.
+/// The class of signature `s` of key `own` (its own, or the one within the close ratio,
+/// see `classes.rs`), made (named `<key>#<n>`) when there is none and the key has fewer
+/// than `max` classes; `None` past the bound or when memory or the table ran out. With
+/// the re-entrancy guard set.
 pub(crate) fn class_entry(
     own: &'static KeyEntry,
     s: &Signature,
@@ -82,6 +83,9 @@ pub(crate) fn class_entry(
 ) -> Option<&'static KeyEntry> {
     INSERT.with(|()| {
         if let Some(c) = own.classes.find(own, s) {
+            return Some(c);
+        }
+        if let Some(c) = own.classes.close_to(own, s) {
             return Some(c);
         }
         if own.classes.count() >= max {
