@@ -171,13 +171,17 @@ impl Measured {
     }
 }
 
-/// The shape classes of `key` beyond its own.
+/// The shape classes of `key` beyond its own, as its report counts them; the keys
+/// named as its classes agree.
 fn classes(key: &str) -> usize {
     let class = format!("{key}#");
-    memo_alloc::keys()
+    let named = memo_alloc::keys()
         .iter()
         .filter(|k| k.starts_with(&class))
-        .count()
+        .count();
+    let reported = memo_alloc::report(key).map_or(0, |r| r.shape_classes as usize);
+    assert_eq!(reported, named, "{key}'s report and keys()");
+    reported
 }
 
 #[test]

@@ -209,7 +209,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
             // the key allocated at its address, which this pass's counts must not reach.
             let cfg = config::config();
             e.note_replayed(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
-            e.classes.note_replay(counters);
+            e.classes.note_replay(counters, cfg.max_classes);
         }
     }
     if !p.slabs.is_null() {

@@ -26,7 +26,7 @@
 use crate::registry::divergence::FAILING_RATIO;
 use crate::registry::key_entry::KeyEntry;
 use crate::stats::PassCounters;
-use crate::support::sync::{plain, Ordering};
+use crate::support::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Requests above the lane bound whose sizes and alignments make a signature.
 pub(crate) const SIGNATURE_REQUESTS: u32 = 1;
@@ -104,21 +104,21 @@ impl Signature {
 #[derive(Default)]
 pub(crate) struct Classes {
     /// The signature of the profile this entry's plan was made from (0: unknown).
-    signature: plain::AtomicU64,
+    signature: AtomicU64,
     /// The first large request of that profile.
-    first: plain::AtomicU64,
+    first: AtomicU64,
     /// A pass matched `signature` since the plan was published (see [`Classes::note_match`]).
-    matched: plain::AtomicBool,
+    matched: AtomicBool,
     /// The plan replaced one of another shape that no pass had matched (see
     /// [`Classes::note_failing`]).
-    replaced: plain::AtomicBool,
+    replaced: AtomicBool,
     /// The key's passes are classified (it has more than its own class).
-    classed: plain::AtomicBool,
+    classed: AtomicBool,
     /// Set on a class's entry: it is a class of another key.
-    is_class: plain::AtomicBool,
+    is_class: AtomicBool,
     /// The classes beyond the key's own, in the order they were made (written under the
     /// registry's insertion lock, published with Release).
-    entries: [plain::AtomicPtr<KeyEntry>; MAX_CLASSES],
+    entries: [AtomicPtr<KeyEntry>; MAX_CLASSES],
 }
 
 impl Classes {
@@ -159,9 +159,10 @@ impl Classes {
     /// (whose passes have no signature) it is the evidence of the plan's shape: a pass
     /// that did not diverge matches it; one that missed most of what it asked is
     /// [`Classes::note_failing`].
-    pub(crate) fn note_replay(&self, c: &PassCounters) {
-        if self.classed() {
-            return; // its passes match by signature
+    /// With `max_classes` of 1 the key never has classes: nothing is noted.
+    pub(crate) fn note_replay(&self, c: &PassCounters, max_classes: usize) {
+        if max_classes <= 1 || self.classed() || self.is_class() {
+            return; // classified passes match by signature
         }
         if c.slab_hits > 0 && c.diverged() == 0 {
             self.note_match();
@@ -345,10 +346,10 @@ mod tests {
             ..PassCounters::default()
         };
         let e = entry(512);
-        e.classes.note_replay(&failing);
+        e.classes.note_replay(&failing, 8);
         assert!(!e.classes.classed());
         e.classes.published(&signature(&[64 << 10]), true);
-        e.classes.note_replay(&failing);
+        e.classes.note_replay(&failing, 8);
         assert!(e.classes.classed());
     }
 }
