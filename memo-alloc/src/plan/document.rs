@@ -427,6 +427,7 @@ mod tests {
                 realloc_parent: parent.map(|p| p as u32),
                 escaping: lost || free.is_none(),
                 call_site: None,
+                when: None,
             });
         }
         let scope = |id: u32, parent: Option<u32>, name: &str| TraceScope {
@@ -449,6 +450,7 @@ mod tests {
             ],
             allocations,
             uses: Vec::new(),
+            recording: None,
         }
     }
 

@@ -111,6 +111,7 @@ mod tests {
                 realloc_parent: None,
                 escaping: false,
                 call_site: None,
+                when: None,
             })
             .collect();
         Trace {
@@ -128,6 +129,7 @@ mod tests {
             }],
             allocations,
             uses: Vec::new(),
+            recording: None,
         }
     }
 
