@@ -29,6 +29,7 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod groups;
 mod ops;
 mod pass;
 pub mod perfetto;
@@ -40,6 +41,7 @@ use memo_planner::format::problem_to_csv;
 use memo_planner::{align_up, offsets_lower_bound, OffsetStrategy};
 use serde::Serialize;
 
+pub use groups::{Group, ThreadRow, Totals};
 pub use ops::OpRow;
 pub use pass::{op_path, scope_spans, ScopeTimes, Spans};
 
@@ -199,6 +201,12 @@ pub struct Study {
     pub call_sites_captured: bool,
     /// The top call sites by bytes (empty when not captured).
     pub call_sites: Vec<CallSite>,
+    /// What is live at the peak of live bytes, by op and call site, largest first.
+    pub peak_live_set: Vec<Group>,
+    /// The blocks never freed, by op and call site, largest first.
+    pub leaks: Vec<Group>,
+    /// Each thread, for traces that record threads (whole-program profiles).
+    pub threads: Vec<ThreadRow>,
 }
 
 impl Study {
@@ -235,6 +243,9 @@ impl Study {
             shares: Shares::of(&chains, &fates, &chain_of),
             call_sites_captured: trace.allocations.iter().any(|a| a.call_site.is_some()),
             call_sites: top_call_sites(trace, &chains),
+            peak_live_set: groups::peak_live_set(trace),
+            leaks: groups::leaks(trace),
+            threads: groups::threads(trace),
         }
     }
 }
@@ -417,6 +428,7 @@ pub(crate) mod tests {
             realloc_parent: None,
             escaping: free.is_none(),
             call_site: None,
+            when: None,
         }
     }
 
@@ -460,6 +472,7 @@ pub(crate) mod tests {
                 alloc(4, 0, 10, 11, None),
             ],
             uses: Vec::new(),
+            recording: None,
         }
     }
 

@@ -25,6 +25,7 @@ mod args;
 mod compare_cmd;
 mod export_cmd;
 mod failure;
+mod groups_text;
 mod heapmap_cmd;
 mod input;
 mod output;
