@@ -27,7 +27,10 @@
 //!   is handed out, a check proves no overlapping slot is live; a failed check, a larger
 //!   request, a stricter alignment, an unplanned allocation or one that escaped the
 //!   profiled pass is served by the backend and counted as a *miss* with its reason
-//!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again.
+//!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again: one whose
+//!   replayed passes miss more than half of their requests at most six replayed passes
+//!   after its plan was published or loaded (three when no request hits), whatever the
+//!   plan came from.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
 //! - Guards may be dropped in any order: each ends its own pass or scope (passes are
@@ -40,9 +43,13 @@
 //!   bound it is abandoned likewise, and the key backs off before profiling again.
 //! - A pass that unwinds (a panic) is abandoned: its profile is not planned, and what its
 //!   replay did counts toward no re-profiling.
-//! - Plan files are checked against bounds before anything is sized from them; a bad one
-//!   is rejected with one line on stderr and its key profiled afresh
-//!   ([`Stats::plan_files_rejected`]).
+//! - Plan files are checked against bounds before anything is sized from them, and as
+//!   plans: slots that were live together (by the lifetimes the file gives them) may not
+//!   share an address. A bad one is rejected with one line on stderr and its key profiled
+//!   afresh ([`Stats::plan_files_rejected`]); a file cut short by a writer is such a file.
+//!   The allocator writes its own files whole (a temporary file, renamed).
+//! - A thread that ends inside a pass ends the pass; `std::process::exit` or a panic
+//!   while the planner thread plans waits (at most 10 s) for the profiles submitted.
 //! - `fork()` at any moment: the fork handlers take every lock of the allocator, so the
 //!   child finds none held, and its passes profile, plan and replay.
 //! - A block kept past its pass pins its slab instance: the instance's other pages are
@@ -100,6 +107,28 @@
 //! assert_eq!(t.stats().slab_share(), 1.0);
 //! ```
 //!
+//! # Backends
+//! What is not served from a slab goes to the backend: allocations outside passes and on
+//! threads that did not enter one, escaping allocations, misses, passes without a plan,
+//! and the allocator's own bookkeeping (behind its re-entrancy guard). The backend is
+//! `System` (glibc) with [`MemoAlloc::system`]; with the `jemalloc` feature
+//! [`MemoAlloc::jemalloc`] serves it from jemalloc ([`Jemalloc`], tikv-jemallocator), with
+//! the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc ([`MiMalloc`]):
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
+//! ```
+//!
+//! The slabs, the region, lanes and replay are the same over every backend. The crate's
+//! integration tests run over each (`MEMO_TEST_BACKEND=jemalloc cargo test -p memo-alloc`,
+//! and `mimalloc`). Across `fork`: jemalloc registers its fork handlers when it starts
+//! (a library constructor), the crate at its first pass, so the crate's prepare handler
+//! runs first and takes the crate's locks while a thread inside one of them can still
+//! reach the backend; jemalloc's runs after it. mimalloc registers none on Linux: a fork
+//! while another thread holds one of mimalloc's own locks is mimalloc's matter, with or
+//! without memo.
+//!
 //! # Settings
 //! Read once at the first pass from the environment, or set in code with [`configure`]
 //! before it (`Config::default().with_mode(Mode::Profile)`, say):
@@ -112,6 +141,14 @@
 //! (default 256: requests up to that size replay from size-class cells of the slab instead
 //! of planned slots, which keeps tables and profiles small for passes of many tiny
 //! allocations; 0: every request from a planned slot). See [`Config`].
+//!
+//! # How it is tested
+//! Beyond unit and integration tests: loom models of the lock-free protocols, a shadow
+//! allocator that checks every block, a randomized multi-threaded stress test
+//! (`tests/stress.rs`: `MEMO_STRESS_SEED`, `MEMO_STRESS_SECS`, `MEMO_STRESS_THREADS`),
+//! fuzz targets for plan files and the replay matcher (the workspace's `fuzz/`), and Miri
+//! on the pure logic (`cargo +nightly miri test -p memo-alloc --lib`; under `cfg(miri)` the
+//! slab region is a heap buffer). The repository's `docs/ARCHITECTURE.md` has the commands.
 
 #![warn(missing_docs)]
 
@@ -143,7 +180,13 @@ pub use format::{files, trace};
 pub use observe::{
     process_heap, thread_heap, HeapStats, HeapTracker, Profiler, ProfilerOptions, Written,
 };
+/// mimalloc, the backend of [`MemoAlloc::mimalloc`] (feature `mimalloc`).
+#[cfg(feature = "mimalloc")]
+pub use mimalloc::MiMalloc;
 pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;
 pub use stats::{AbandonReason, MissReason, Misses, PlanRejection, Stats};
+/// jemalloc (tikv-jemallocator), the backend of [`MemoAlloc::jemalloc`] (feature `jemalloc`).
+#[cfg(feature = "jemalloc")]
+pub use tikv_jemallocator::Jemalloc;

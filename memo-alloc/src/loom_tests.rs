@@ -31,7 +31,10 @@
 //! `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
 //! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells
-//! free fails `park_with_a_cell_elsewhere`.
+//! free fails `park_with_a_cell_elsewhere`;
+//! a replayed pass noting its divergence window after releasing its plan (so that a
+//! successor allocated where the freed plan was is marked stale by the old plan's pass)
+//! fails `failing_replay_racing_eviction_and_publication`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -119,6 +122,7 @@ fn plan_with_lanes(slots: &[(u64, u64)], lanes: PlanLanes) -> CompiledPlan {
         min_size: None,
         align: 16,
         offset: Some(offset),
+        lifetime: None,
     };
     let file = PlanFile {
         format: PLAN_FORMAT.into(),
@@ -592,6 +596,73 @@ fn publication_and_eviction() {
         match entry.state() {
             KeyState::Unplanned | KeyState::Profiling(_) => {}
             KeyState::Planned(p) | KeyState::Stale(p) => assert!(!p.is_null()),
+        }
+    });
+}
+
+/// A replayed pass whose every request missed ends (its window fails: see
+/// `registry::divergence`) while its plan is evicted, freed, and the key profiled and
+/// published again on other threads: the pass notes its window before it lets its plan
+/// go (as `pass::finish` does), so it marks stale only the plan it replayed, never a
+/// successor that reused the freed plan's address; the failing plan is never left as
+/// the key's plan to replay; every plan taken out is freed once unused; and the pass
+/// never uses a freed plan. (Letting the plan go first fails the model: the new plan,
+/// allocated where the old one was, is marked stale by the old plan's pass.)
+#[test]
+fn failing_replay_racing_eviction_and_publication() {
+    model(|| {
+        let (entry, reclaimer) = planned_key();
+        // Plans are told apart by their slot count, not their address (which a plan
+        // allocated after another was freed may reuse).
+        let slots = |p: *mut Slabs| {
+            // SAFETY: called only on plans the caller knows to be alive.
+            unsafe { (*p).plan.slots.len() }
+        };
+        let pass = spawn(move || {
+            let (guard, s) = entry.read();
+            if s.is_null() {
+                return None;
+            }
+            // SAFETY: the read guard keeps the plan from being freed until we register.
+            let slabs = unsafe { &*s };
+            slabs.register();
+            drop(guard);
+            // SAFETY: loom checks this read is ordered before the plan's free.
+            slabs.probe.with(|p| unsafe { assert_ne!(*p, u32::MAX) });
+            let read = slots(s);
+            // The pass missed all its requests: a window of one pass fails at once.
+            let mut missed = crate::stats::PassCounters {
+                allocations: 2,
+                ..Default::default()
+            };
+            missed.misses[crate::stats::MissReason::Overlap as usize] = 2;
+            let stale = entry.note_replayed(s, &missed, 1, 0.05);
+            // SAFETY: registered above, took no instance; the pass is over.
+            unsafe { slabs.release(std::ptr::null_mut(), false, false) };
+            Some((read, stale))
+        });
+        let replanner = spawn(move || {
+            if entry.begin_profile() {
+                let b = Box::into_raw(Slabs::new(plan_of(&[(0, 64)]), 1).unwrap());
+                // SAFETY: a fresh plan, given to the key (only the profiler publishes).
+                unsafe { entry.publish(b, reclaimer).unwrap() };
+            }
+        });
+        entry.evict(reclaimer);
+        reclaimer.reclaim();
+        let read = pass.join().unwrap();
+        replanner.join().unwrap();
+        reclaimer.reclaim();
+        assert_eq!(reclaimer.pending().0, 0, "every plan taken out was freed");
+        match entry.state() {
+            // The first plan (two slots) was evicted: only the new one may be held.
+            KeyState::Planned(p) => assert_eq!(slots(p), 1, "the evicted plan is back"),
+            KeyState::Stale(p) => assert_eq!(
+                read,
+                Some((slots(p), true)),
+                "a plan marked stale by a pass that did not replay it"
+            ),
+            KeyState::Unplanned | KeyState::Profiling(_) => {}
         }
     });
 }

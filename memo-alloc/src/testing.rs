@@ -1,4 +1,7 @@
-//! Hooks for this crate's own tests (not part of the contract; hidden from the docs).
+//! Hooks for this crate's own tests and the workspace's fuzz targets (not part of the
+//! contract; hidden from the docs).
+
+pub mod replay;
 
 pub use crate::support::sync::LockId;
 
@@ -68,4 +71,19 @@ pub fn retired_resident_bytes() -> u64 {
 pub fn fail_block_takes_after(n: Option<u32>) {
     let left = n.map_or(u32::MAX, |n| n.min(u32::MAX - 1));
     crate::memory::blocks::FAIL_AFTER.store(left, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Loads the plan files of `dir` as `MEMO_PLAN_DIR` does at the first pass (each file
+/// read, checked and compiled; a usable one installed as its key's plan, at most
+/// `max_plans` kept); returns how many keys got a plan. The plan-file fuzz target runs it.
+pub fn load_plans(dir: &std::path::Path, max_plans: usize) -> usize {
+    crate::support::thread::with_bookkeeping(|| crate::plan::load::load_plans(dir, max_plans))
+}
+
+/// Frees the retired plans nothing reaches any more, as a pass end does (a test or fuzz
+/// target that loads plans without running passes calls it to keep memory bounded).
+pub fn reclaim_retired() {
+    crate::support::thread::with_bookkeeping(|| {
+        crate::registry::reclaim::RECLAIMER.reclaim();
+    });
 }

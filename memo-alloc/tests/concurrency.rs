@@ -31,7 +31,7 @@ use std::thread;
 use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 /// A buffer whose every word is a function of its seed and index; checked on drop.
 struct Buf {

@@ -6,7 +6,7 @@ mod common;
 use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
-static ALLOC: MemoAlloc = MemoAlloc::system();
+static ALLOC: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 /// One "inference": a few ops allocating, filling and freeing buffers; returns a checksum
 /// and an output that escapes the pass.
@@ -77,4 +77,11 @@ fn larger_inputs_miss_and_stay_correct() {
     assert_eq!(big, expected);
     let r = memo_alloc::report("e2e-grow").unwrap();
     assert!(r.misses_by_reason.get(MissReason::TooLarge) > 0, "{r:?}");
+}
+
+#[test]
+fn the_suite_runs_over_the_backend_it_names() {
+    let want = std::env::var(common::BACKEND_ENV).unwrap_or_default();
+    let want = if want.is_empty() { "system" } else { &want };
+    assert_eq!(common::Backend::name(), want);
 }

@@ -31,7 +31,7 @@ use memo_alloc::trace::AllocKind;
 use memo_alloc::{MemoAlloc, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 /// A fresh, empty directory for one scenario.
 fn scratch(name: &str) -> PathBuf {

@@ -17,7 +17,7 @@ use memo_alloc::testing::{self, LockId};
 use memo_alloc::MemoAlloc;
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 /// The lock to park in (`u8::MAX`: none).
 static TARGET: AtomicU8 = AtomicU8::new(u8::MAX);

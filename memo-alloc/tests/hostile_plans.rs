@@ -15,7 +15,7 @@ use memo_alloc::trace::{
 use memo_alloc::{MemoAlloc, PlanRejection, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn scope(id: u32, parent: Option<u32>, name: &str, occurrence: u32) -> TraceScope {
     TraceScope {
@@ -36,6 +36,7 @@ fn slot(scope: u32, ordinal: u32, size: u64, offset: u64) -> PlanSlot {
         min_size: None,
         align: 16,
         offset: Some(offset),
+        lifetime: None,
     }
 }
 

@@ -27,7 +27,7 @@ use std::thread;
 use memo_alloc::{MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn fill(v: &mut [u8], seed: u8) {
     for (i, b) in v.iter_mut().enumerate() {
@@ -160,7 +160,19 @@ thread_local! {
 #[test]
 fn thread_local_destructors_allocate_and_run_passes() {
     common::inline_planner();
+    // Both keys are planned before the threads start, so that each of their passes
+    // replays: with the first profile left to the threads, every other pass could run
+    // while it is planned (on the backend), and no pass would replay.
+    for key in ["life-teardown", "life-teardown-pass"] {
+        for s in 0..2 {
+            let _p = memo_alloc::pass(key);
+            work(key, s);
+        }
+    }
     let before = TEARDOWN_OK.load(Ordering::SeqCst);
+    let reports =
+        || ["life-teardown", "life-teardown-pass"].map(|k| memo_alloc::report(k).unwrap());
+    let start = reports();
     let handles: Vec<_> = (0..6u8)
         .map(|t| {
             thread::spawn(move || {
@@ -191,16 +203,17 @@ fn thread_local_destructors_allocate_and_run_passes() {
     // Destructors run in reverse order of registration: LATE, the allocator's sentinel
     // (which ends a leaked pass), EARLY. On odd threads LATE's pass is an inner scope of
     // the leaked pass (a pass inside a pass); every other destructor's pass is a pass.
-    let r = memo_alloc::report("life-teardown-pass").unwrap();
-    assert_eq!(
-        r.passes_profiled + r.passes_replayed + r.passes_backend,
-        9,
-        "after a leaked pass was ended at thread exit, later passes must be passes: {r:?}"
-    );
-    for key in ["life-teardown", "life-teardown-pass"] {
-        let r = memo_alloc::report(key).unwrap();
-        assert_ne!(r.state, PlanState::Profiling, "{r:?}");
-        assert!(r.passes_replayed > 0, "{r:?}");
+    // Every pass replayed: 4 a thread, and the 9 of the destructors.
+    for ((r, s), passes) in reports().iter().zip(&start).zip([24, 9]) {
+        let ran =
+            |r: &memo_alloc::PassReport| r.passes_profiled + r.passes_replayed + r.passes_backend;
+        assert_eq!(
+            ran(r) - ran(s),
+            passes,
+            "after a leaked pass was ended at thread exit, later passes must be passes: {r:?}"
+        );
+        assert_eq!(r.passes_replayed - s.passes_replayed, passes, "{r:?}");
+        assert_eq!(r.state, PlanState::Planned, "{r:?}");
     }
 }
 

@@ -13,7 +13,7 @@ use memo_alloc::testing::pause_planner;
 use memo_alloc::{AbandonReason, MemoAlloc, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn body(n: usize) -> u64 {
     let v: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 64 + i % 7]).collect();
@@ -119,6 +119,11 @@ fn resident() -> u64 {
 /// The end of such a pass has the planner trim the heaps again.
 #[test]
 fn a_pass_on_the_backend_gives_its_memory_back_once_the_plan_is_published() {
+    // The trim is glibc's `malloc_trim`: jemalloc and mimalloc give free memory back by
+    // their own policies (decay, delayed purge), which this test does not time.
+    if common::Backend::name() != "system" {
+        return;
+    }
     run_child("child_backend_trim", &[("MEMO_PLANNER", "background")]);
 }
 

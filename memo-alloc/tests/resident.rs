@@ -8,7 +8,7 @@ mod common;
 use memo_alloc::MemoAlloc;
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 const KEY: &str = "resident";
 

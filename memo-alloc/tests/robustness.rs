@@ -14,7 +14,7 @@ use common::{is_child, rss_bytes, run_child};
 use memo_alloc::{Config, MemoAlloc, MissReason, PlanState};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 fn configure(mut c: Config) {
     c.planner = memo_alloc::Planner::Inline;

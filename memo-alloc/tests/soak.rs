@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use memo_alloc::{Config, MemoAlloc};
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 const KEYS: usize = 48;
 const THREADS: usize = 2;

@@ -5,13 +5,15 @@
 //! the order, no two live buffers share a byte, every buffer keeps what was written to it,
 //! and zeroed requests read zero.
 
+mod common;
+
 use std::alloc::{alloc, alloc_zeroed, dealloc, realloc, Layout};
 
 use memo_alloc::{Config, MemoAlloc, Mode};
 use proptest::prelude::*;
 
 #[global_allocator]
-static A: MemoAlloc = MemoAlloc::system();
+static A: MemoAlloc<common::Backend> = MemoAlloc::new(common::Backend);
 
 const MIB: usize = 1 << 20;
 

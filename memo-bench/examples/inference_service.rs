@@ -8,7 +8,7 @@
 //! curl -s http://127.0.0.1:3000/metrics
 //! ```
 //!
-//! `memo-bench service` benchmarks this same server under memo and jemalloc.
+//! `memo-bench service` benchmarks this same server under memo, jemalloc and mimalloc.
 
 use memo_bench::service::server::{serve, ServeOptions};
 

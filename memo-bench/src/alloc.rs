@@ -13,19 +13,22 @@
 //! [`crate::harness::jemalloc_conf`]) and is checked from inside the child by reading
 //! `opt.oversize_threshold` back.
 //!
+//! `memo` is memo-alloc over its default backend ([`MEMO_BACKEND`]); `memo-glibc`,
+//! `memo-jemalloc` and `memo-mimalloc` name their backend. `static` serves what its arena
+//! does not hold from memo's default backend too.
+//!
 //! In memo cells every allocation (not reallocations) also goes through
 //! [`pass_count::on_alloc`], which counts the allocations made during passes on any thread;
 //! the other allocators' paths are untouched.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use memo_alloc::MemoAlloc;
+use memo_alloc::{Jemalloc, MemoAlloc, MiMalloc};
 
 use crate::arena;
+use crate::backend::{Backend, MEMO_BACKEND};
 use crate::pass_count;
-use mimalloc::MiMalloc;
-use tikv_jemallocator::Jemalloc;
 
 /// Environment variable naming the allocator of a process.
 pub const ALLOCATOR_ENV: &str = "MEMO_BENCH_ALLOCATOR";
@@ -44,38 +47,55 @@ pub enum Allocator {
     JemallocTuned = 2,
     /// The `mimalloc` crate (mimalloc v3).
     Mimalloc = 3,
-    /// memomalloc over `System`.
+    /// memomalloc over its default backend ([`MEMO_BACKEND`]).
     Memo = 4,
-    /// memomalloc over jemalloc (default configuration).
-    MemoJemalloc = 5,
-    /// An ahead-of-time arena serving each thread's recorded pass unchecked, over glibc
-    /// (the `arena` module).
-    Static = 6,
-    /// memomalloc over `System` without lanes (`MEMO_LANES=0`): every request replays
-    /// from a planned slot, small ones too.
-    MemoSlots = 7,
+    /// memomalloc over glibc (`MemoAlloc::system()`).
+    MemoGlibc = 5,
+    /// memomalloc over jemalloc, default configuration (`MemoAlloc::jemalloc()`).
+    MemoJemalloc = 6,
+    /// memomalloc over mimalloc (`MemoAlloc::mimalloc()`).
+    MemoMimalloc = 7,
+    /// An ahead-of-time arena serving each thread's recorded pass unchecked, the rest
+    /// from memo's default backend (the `arena` module).
+    Static = 8,
+    /// memomalloc over its default backend without lanes (`MEMO_LANES=0`): every request
+    /// replays from a planned slot, small ones too.
+    MemoSlots = 9,
 }
 
 impl Allocator {
     /// Every allocator, in report order.
-    pub const ALL: [Allocator; 8] = [
+    pub const ALL: [Allocator; 10] = [
         Allocator::Glibc,
         Allocator::Jemalloc,
         Allocator::JemallocTuned,
         Allocator::Mimalloc,
         Allocator::Memo,
+        Allocator::MemoGlibc,
         Allocator::MemoJemalloc,
+        Allocator::MemoMimalloc,
         Allocator::Static,
         Allocator::MemoSlots,
     ];
 
     /// The allocators a run compares unless told otherwise: all but `memo-slots` (a
-    /// setting of memo, compared on request: `--allocators memo,memo-slots,...`), which
-    /// comes last in [`Allocator::ALL`].
-    pub const DEFAULT: &'static [Allocator] = Allocator::ALL.split_at(7).0;
+    /// setting of memo, compared on request: `--allocators memo,memo-slots,...`) and the
+    /// `memo-<backend>` row that is `memo` itself (naming both runs memo twice: a check
+    /// of the benchmark's noise, whose verdict should be level).
+    pub fn defaults() -> Vec<Allocator> {
+        Allocator::ALL
+            .into_iter()
+            .filter(|&a| a != Allocator::MemoSlots && !a.duplicates_memo())
+            .collect()
+    }
 
-    /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`, `memo-jemalloc`,
-    /// `static`, `memo-slots`).
+    /// Whether this is the `memo-<backend>` row of memo's default backend.
+    pub fn duplicates_memo(self) -> bool {
+        self != Allocator::Memo && self.is_memo() && self.backend() == MEMO_BACKEND
+    }
+
+    /// Report name (`glibc`, `jemalloc`, `jemalloc-tuned`, `mimalloc`, `memo`,
+    /// `memo-glibc`, `memo-jemalloc`, `memo-mimalloc`, `static`, `memo-slots`).
     pub fn name(self) -> &'static str {
         match self {
             Allocator::Glibc => "glibc",
@@ -83,7 +103,9 @@ impl Allocator {
             Allocator::JemallocTuned => "jemalloc-tuned",
             Allocator::Mimalloc => "mimalloc",
             Allocator::Memo => "memo",
+            Allocator::MemoGlibc => "memo-glibc",
             Allocator::MemoJemalloc => "memo-jemalloc",
+            Allocator::MemoMimalloc => "memo-mimalloc",
             Allocator::Static => "static",
             Allocator::MemoSlots => "memo-slots",
         }
@@ -98,37 +120,47 @@ impl Allocator {
     pub fn is_memo(self) -> bool {
         matches!(
             self,
-            Allocator::Memo | Allocator::MemoJemalloc | Allocator::MemoSlots
+            Allocator::Memo
+                | Allocator::MemoGlibc
+                | Allocator::MemoJemalloc
+                | Allocator::MemoMimalloc
+                | Allocator::MemoSlots
         )
+    }
+
+    /// The general-purpose allocator that serves this allocator's requests (for memo and
+    /// static: those not served from a slab or the arena).
+    pub fn backend(self) -> Backend {
+        match self {
+            Allocator::Glibc | Allocator::MemoGlibc => Backend::Glibc,
+            Allocator::Jemalloc | Allocator::JemallocTuned | Allocator::MemoJemalloc => {
+                Backend::Jemalloc
+            }
+            Allocator::Mimalloc | Allocator::MemoMimalloc => Backend::Mimalloc,
+            Allocator::Memo | Allocator::MemoSlots | Allocator::Static => MEMO_BACKEND,
+        }
     }
 
     /// Whether jemalloc serves (some of) the allocations.
     pub fn uses_jemalloc(self) -> bool {
-        matches!(
-            self,
-            Allocator::Jemalloc | Allocator::JemallocTuned | Allocator::MemoJemalloc
-        )
+        self.backend() == Backend::Jemalloc
     }
 }
 
 const UNSET: u8 = u8::MAX;
 static SELECTED: AtomicU8 = AtomicU8::new(UNSET);
 
-static MEMO_SYSTEM: MemoAlloc = MemoAlloc::system();
-static MEMO_JEMALLOC: MemoAlloc<Jemalloc> = MemoAlloc::new(Jemalloc);
+static MEMO_GLIBC: MemoAlloc = MemoAlloc::system();
+static MEMO_JEMALLOC: MemoAlloc<Jemalloc> = MemoAlloc::jemalloc();
+static MEMO_MIMALLOC: MemoAlloc<MiMalloc> = MemoAlloc::mimalloc();
 
 /// The allocator of this process (decided at its first allocation).
 pub fn selected() -> Allocator {
-    match which() {
-        1 => Allocator::Jemalloc,
-        2 => Allocator::JemallocTuned,
-        3 => Allocator::Mimalloc,
-        4 => Allocator::Memo,
-        5 => Allocator::MemoJemalloc,
-        6 => Allocator::Static,
-        7 => Allocator::MemoSlots,
-        _ => Allocator::Glibc,
-    }
+    let v = which();
+    Allocator::ALL
+        .into_iter()
+        .find(|&a| a as u8 == v)
+        .unwrap_or(Allocator::Glibc)
 }
 
 #[inline(always)]
@@ -149,17 +181,73 @@ fn init() -> u8 {
     // concurrently this early (and the benchmark never modifies its own environment).
     let p = unsafe { libc::getenv(ALLOCATOR_ENV_C.as_ptr()) };
     let v = if p.is_null() {
-        0
+        Allocator::Glibc as u8
     } else {
         // SAFETY: getenv returns a NUL-terminated string.
         let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
         Allocator::ALL
             .into_iter()
             .find(|a| a.name().as_bytes() == s)
-            .map_or(0, |a| a as u8)
+            .map_or(Allocator::Glibc as u8, |a| a as u8)
     };
     SELECTED.store(v, Ordering::Relaxed);
     v
+}
+
+const GLIBC: u8 = Allocator::Glibc as u8;
+const JEMALLOC: u8 = Allocator::Jemalloc as u8;
+const JEMALLOC_TUNED: u8 = Allocator::JemallocTuned as u8;
+const MIMALLOC: u8 = Allocator::Mimalloc as u8;
+const MEMO: u8 = Allocator::Memo as u8;
+const MEMO_SLOTS: u8 = Allocator::MemoSlots as u8;
+const MEMO_ON_GLIBC: u8 = Allocator::MemoGlibc as u8;
+const MEMO_ON_JEMALLOC: u8 = Allocator::MemoJemalloc as u8;
+const MEMO_ON_MIMALLOC: u8 = Allocator::MemoMimalloc as u8;
+const STATIC: u8 = Allocator::Static as u8;
+
+/// What serves a request: a general-purpose allocator, memo over one, or the arena.
+#[derive(Clone, Copy)]
+enum Route {
+    Plain(Backend),
+    Memo(Backend),
+    Arena,
+}
+
+/// The route of the selected allocator (`memo` and `memo-slots` over [`MEMO_BACKEND`], a
+/// constant: the match folds).
+#[inline(always)]
+fn route() -> Route {
+    match which() {
+        JEMALLOC | JEMALLOC_TUNED => Route::Plain(Backend::Jemalloc),
+        MIMALLOC => Route::Plain(Backend::Mimalloc),
+        MEMO | MEMO_SLOTS => Route::Memo(MEMO_BACKEND),
+        MEMO_ON_GLIBC => Route::Memo(Backend::Glibc),
+        MEMO_ON_JEMALLOC => Route::Memo(Backend::Jemalloc),
+        MEMO_ON_MIMALLOC => Route::Memo(Backend::Mimalloc),
+        STATIC => Route::Arena,
+        GLIBC => Route::Plain(Backend::Glibc),
+        _ => Route::Plain(Backend::Glibc),
+    }
+}
+
+/// memo over `backend`: `alloc` (`zeroed`: `alloc_zeroed`), counted by [`pass_count`].
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`.
+#[inline(always)]
+unsafe fn memo_alloc(backend: Backend, layout: Layout, zeroed: bool) -> *mut u8 {
+    pass_count::on_alloc();
+    // SAFETY: forwarded.
+    unsafe {
+        match (backend, zeroed) {
+            (Backend::Glibc, false) => MEMO_GLIBC.alloc(layout),
+            (Backend::Glibc, true) => MEMO_GLIBC.alloc_zeroed(layout),
+            (Backend::Jemalloc, false) => MEMO_JEMALLOC.alloc(layout),
+            (Backend::Jemalloc, true) => MEMO_JEMALLOC.alloc_zeroed(layout),
+            (Backend::Mimalloc, false) => MEMO_MIMALLOC.alloc(layout),
+            (Backend::Mimalloc, true) => MEMO_MIMALLOC.alloc_zeroed(layout),
+        }
+    }
 }
 
 /// The dispatching global allocator.
@@ -173,19 +261,10 @@ unsafe impl GlobalAlloc for Dispatch {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded.
         unsafe {
-            match which() {
-                1 | 2 => Jemalloc.alloc(layout),
-                3 => MiMalloc.alloc(layout),
-                4 | 7 => {
-                    pass_count::on_alloc();
-                    MEMO_SYSTEM.alloc(layout)
-                }
-                5 => {
-                    pass_count::on_alloc();
-                    MEMO_JEMALLOC.alloc(layout)
-                }
-                6 => arena::alloc(layout, false),
-                _ => System.alloc(layout),
+            match route() {
+                Route::Plain(b) => b.alloc(layout, false),
+                Route::Memo(b) => memo_alloc(b, layout, false),
+                Route::Arena => arena::alloc(layout, false),
             }
         }
     }
@@ -194,19 +273,10 @@ unsafe impl GlobalAlloc for Dispatch {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded.
         unsafe {
-            match which() {
-                1 | 2 => Jemalloc.alloc_zeroed(layout),
-                3 => MiMalloc.alloc_zeroed(layout),
-                4 | 7 => {
-                    pass_count::on_alloc();
-                    MEMO_SYSTEM.alloc_zeroed(layout)
-                }
-                5 => {
-                    pass_count::on_alloc();
-                    MEMO_JEMALLOC.alloc_zeroed(layout)
-                }
-                6 => arena::alloc(layout, true),
-                _ => System.alloc_zeroed(layout),
+            match route() {
+                Route::Plain(b) => b.alloc(layout, true),
+                Route::Memo(b) => memo_alloc(b, layout, true),
+                Route::Arena => arena::alloc(layout, true),
             }
         }
     }
@@ -215,13 +285,12 @@ unsafe impl GlobalAlloc for Dispatch {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded; `ptr` came from the same allocator (module documentation).
         unsafe {
-            match which() {
-                1 | 2 => Jemalloc.dealloc(ptr, layout),
-                3 => MiMalloc.dealloc(ptr, layout),
-                4 | 7 => MEMO_SYSTEM.dealloc(ptr, layout),
-                5 => MEMO_JEMALLOC.dealloc(ptr, layout),
-                6 => arena::dealloc(ptr, layout),
-                _ => System.dealloc(ptr, layout),
+            match route() {
+                Route::Plain(b) => b.dealloc(ptr, layout),
+                Route::Memo(Backend::Glibc) => MEMO_GLIBC.dealloc(ptr, layout),
+                Route::Memo(Backend::Jemalloc) => MEMO_JEMALLOC.dealloc(ptr, layout),
+                Route::Memo(Backend::Mimalloc) => MEMO_MIMALLOC.dealloc(ptr, layout),
+                Route::Arena => arena::dealloc(ptr, layout),
             }
         }
     }
@@ -230,13 +299,12 @@ unsafe impl GlobalAlloc for Dispatch {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded; `ptr` came from the same allocator (module documentation).
         unsafe {
-            match which() {
-                1 | 2 => Jemalloc.realloc(ptr, layout, new_size),
-                3 => MiMalloc.realloc(ptr, layout, new_size),
-                4 | 7 => MEMO_SYSTEM.realloc(ptr, layout, new_size),
-                5 => MEMO_JEMALLOC.realloc(ptr, layout, new_size),
-                6 => arena::realloc(ptr, layout, new_size),
-                _ => System.realloc(ptr, layout, new_size),
+            match route() {
+                Route::Plain(b) => b.realloc(ptr, layout, new_size),
+                Route::Memo(Backend::Glibc) => MEMO_GLIBC.realloc(ptr, layout, new_size),
+                Route::Memo(Backend::Jemalloc) => MEMO_JEMALLOC.realloc(ptr, layout, new_size),
+                Route::Memo(Backend::Mimalloc) => MEMO_MIMALLOC.realloc(ptr, layout, new_size),
+                Route::Arena => arena::realloc(ptr, layout, new_size),
             }
         }
     }
@@ -266,11 +334,26 @@ mod tests {
             None,
             "lanes are memo's default"
         );
-        assert!(!Allocator::DEFAULT.contains(&Allocator::MemoSlots));
-        assert_eq!(Allocator::DEFAULT.len() + 1, Allocator::ALL.len());
+        assert!(!Allocator::defaults().contains(&Allocator::MemoSlots));
         assert!(Allocator::MemoSlots.is_memo());
         let env = crate::harness::memo_env(Allocator::MemoSlots);
         assert_eq!(env, Some(("MEMO_LANES", "0")));
         assert_eq!(crate::harness::memo_env(Allocator::Memo), None);
+    }
+
+    #[test]
+    fn memo_runs_over_its_default_backend_and_every_backend_has_a_memo_row() {
+        for b in Backend::ALL {
+            let row = Allocator::parse(&format!("memo-{}", b.name())).expect("a memo row");
+            assert!(row.is_memo() && row.backend() == b);
+            // The row that is memo itself is not run twice unless asked for.
+            assert_eq!(Allocator::defaults().contains(&row), b != MEMO_BACKEND);
+        }
+        for a in [Allocator::Memo, Allocator::MemoSlots, Allocator::Static] {
+            assert_eq!(a.backend(), MEMO_BACKEND, "{a:?}");
+        }
+        let defaults = Allocator::defaults();
+        assert_eq!(defaults.len(), Allocator::ALL.len() - 2);
+        assert!(defaults.contains(&Allocator::Memo) && defaults.contains(&Allocator::Static));
     }
 }

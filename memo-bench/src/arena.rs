@@ -2,19 +2,21 @@
 //! allocator (as TFLite's and ONNX Runtime's arenas serve a model).
 //!
 //! Each bench thread records its first pass (sizes, alignments and lifetimes, in the order
-//! of allocation; glibc serves meanwhile), plans it with memo-planner's portfolio, and
+//! of allocation; the backend serves meanwhile), plans it with memo-planner's portfolio, and
 //! serves every later pass from one arena of its own: the `i`-th allocation of a pass gets
 //! `base + offset[i]`, and freeing an arena pointer does nothing. No matching and no
 //! overlap checks: only a request larger or more aligned than its slot (which would write
-//! past it) goes to glibc, as do allocations outside passes and those the plan does not
-//! hold (still live at the end of the recorded pass). It is correct only for passes that
-//! repeat exactly, so a divergent workload runs it as glibc ([`disable`]).
+//! past it) goes to the backend, as do allocations outside passes and those the plan does
+//! not hold (still live at the end of the recorded pass). The backend is memo's default
+//! ([`MEMO_BACKEND`]), so that memo / static compares matching and checks alone. It is
+//! correct only for passes that repeat exactly, so a divergent workload runs it as its
+//! backend alone ([`disable`]).
 //!
 //! A `realloc` inside a pass is an allocation, a copy and a free, in recording and serving
 //! alike, so both see the same sequence. The allocator's own bookkeeping (recording,
-//! planning) runs on glibc: the thread's mode is `BOOKKEEPING` meanwhile.
+//! planning) runs on the backend: the thread's mode is `BOOKKEEPING` meanwhile.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ptr;
@@ -23,12 +25,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use memo_planner::offsets::best;
 use memo_planner::{Buffer, Problem};
 
+use crate::backend::MEMO_BACKEND;
+
 const OFF: u8 = 0;
 const RECORDING: u8 = 1;
 const SERVING: u8 = 2;
 const BOOKKEEPING: u8 = 3;
 
-/// An offset meaning "not in the plan: glibc serves it".
+/// An offset meaning "not in the plan: the backend serves it".
 const UNPLANNED: u64 = u64::MAX;
 
 /// Address space reserved for every thread's arena (`MAP_NORESERVE`: nothing is committed
@@ -248,23 +252,11 @@ pub unsafe fn alloc(layout: Layout, zeroed: bool) -> *mut u8 {
         return served;
     }
     // SAFETY: forwarded.
-    unsafe { system_alloc(layout, zeroed) }
+    unsafe { MEMO_BACKEND.alloc(layout, zeroed) }
 }
 
-/// # Safety
-/// As `GlobalAlloc::alloc`.
-unsafe fn system_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
-    // SAFETY: forwarded.
-    unsafe {
-        if zeroed {
-            System.alloc_zeroed(layout)
-        } else {
-            System.alloc(layout)
-        }
-    }
-}
-
-/// The slot of the pass's next allocation, if the request fits it (null: glibc serves).
+/// The slot of the pass's next allocation, if the request fits it (null: the backend
+/// serves).
 ///
 /// # Safety
 /// As `GlobalAlloc::alloc`, with `t` this thread's state in mode `SERVING`.
@@ -288,13 +280,13 @@ unsafe fn serve(t: &ThreadState, layout: Layout, zeroed: bool) -> *mut u8 {
     p
 }
 
-/// glibc serves; the allocation is recorded.
+/// The backend serves; the allocation is recorded.
 ///
 /// # Safety
 /// As `GlobalAlloc::alloc`, with `t` this thread's state in mode `RECORDING`.
 unsafe fn record(t: &ThreadState, layout: Layout, zeroed: bool) -> *mut u8 {
     // SAFETY: forwarded.
-    let p = unsafe { system_alloc(layout, zeroed) };
+    let p = unsafe { MEMO_BACKEND.alloc(layout, zeroed) };
     if p.is_null() {
         return p;
     }
@@ -335,8 +327,8 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
             t.mode.set(RECORDING);
         }
     });
-    // SAFETY: not an arena pointer: glibc's.
-    unsafe { System.dealloc(p, layout) }
+    // SAFETY: not an arena pointer: the backend's.
+    unsafe { MEMO_BACKEND.dealloc(p, layout) }
 }
 
 /// `GlobalAlloc::realloc`: in a pass (and for arena pointers) an allocation, a copy and a
@@ -349,8 +341,8 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         .try_with(|t| matches!(t.mode.get(), RECORDING | SERVING))
         .unwrap_or(false);
     if !in_pass && !in_region(p) {
-        // SAFETY: forwarded; a glibc pointer.
-        return unsafe { System.realloc(p, layout, new_size) };
+        // SAFETY: forwarded; the backend's pointer.
+        return unsafe { MEMO_BACKEND.realloc(p, layout, new_size) };
     }
     let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
         return ptr::null_mut();
@@ -409,7 +401,8 @@ mod tests {
             let [a, b, c] = served;
             assert!(b + 500 <= a.min(c) || b >= (a + 1000).max(c + 800));
             assert_eq!(run_pass(0), served);
-            // A request larger than its slot goes to glibc; the others keep their slots.
+            // A request larger than its slot goes to the backend; the others keep their
+            // slots.
             let grown = run_pass(64);
             assert_eq!(&grown[..2], &served[..2]);
             assert!(!in_region(grown[2] as *mut u8));

@@ -18,6 +18,7 @@
 
 pub mod alloc;
 pub mod arena;
+pub mod backend;
 #[cfg(feature = "engine")]
 pub mod candle;
 pub mod cli;
@@ -27,4 +28,5 @@ pub mod pass_count;
 pub mod report;
 pub mod runner;
 pub mod service;
+pub mod stats;
 pub mod workloads;

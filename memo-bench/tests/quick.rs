@@ -7,13 +7,16 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const ALLOCATORS: [&str; 7] = [
+/// The default allocators: all but `memo-slots` and the `memo-<backend>` row of memo's
+/// default backend (jemalloc), which is `memo` itself.
+const ALLOCATORS: [&str; 8] = [
     "glibc",
     "jemalloc",
     "jemalloc-tuned",
     "mimalloc",
     "memo",
-    "memo-jemalloc",
+    "memo-glibc",
+    "memo-mimalloc",
     "static",
 ];
 
@@ -28,6 +31,8 @@ fn bench(args: &[&str]) -> Value {
             "3",
             "--warmup",
             "2",
+            "--reps",
+            "1",
         ])
         .env_remove("MEMO_BENCH_ALLOCATOR");
     serde_json::from_str(&stdout_of(&mut cmd)).expect("JSON on stdout")
@@ -104,6 +109,44 @@ fn check_cells(v: &Value, workload: &str, threads: &[u64]) {
     }
     assert_eq!(v["checksums_agree"], true, "{}", v["checksum_mismatches"]);
     assert_eq!(v["jemalloc_tuned_verified"], true);
+    check_intervals(v);
+}
+
+/// Every cell but memo's has its ratios to memo with intervals around them and a verdict;
+/// the report counts the verdicts.
+fn check_intervals(v: &Value) {
+    assert_eq!(v["reps"], 1);
+    for c in v["cells"].as_array().unwrap() {
+        assert!(c["cpu_p50_us"].as_f64().unwrap() > 0.0, "{c}");
+        if c["allocator"] == "memo" {
+            assert!(c["vs_memo"].is_null());
+            continue;
+        }
+        for k in ["p50", "mean", "cpu_p50", "cpu_mean"] {
+            let r = &c["vs_memo"][k];
+            let (lo, ratio, hi) = (r["lo"].as_f64(), r["ratio"].as_f64(), r["hi"].as_f64());
+            assert!(lo <= ratio && ratio <= hi, "{k}: {r}");
+            assert!(["ahead", "level", "behind"].contains(&r["verdict"].as_str().unwrap()));
+        }
+    }
+    let counted: u64 = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["statistic"] == "p50")
+        .map(|c| {
+            c["ahead"].as_u64().unwrap()
+                + c["level"].as_u64().unwrap()
+                + c["behind"].as_u64().unwrap()
+        })
+        .sum();
+    let compared = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["allocator"] != "memo")
+        .count();
+    assert_eq!(counted, compared as u64);
 }
 
 #[test]
@@ -167,8 +210,13 @@ fn quick_cells_for_every_allocator() {
 }
 
 #[test]
-fn divergent_and_unscoped_variants_agree_across_allocators() {
-    for w in ["mobilenet_v2:b1:s32+divergent", "bert:b1:s8+noscope"] {
+fn divergent_unscoped_and_decoding_workloads_agree_across_allocators() {
+    for w in [
+        "mobilenet_v2:b1:s32+divergent",
+        "bert:b1:s8+noscope",
+        "decode:step:b1:s4:n2",
+        "decode:request:b1:s4:n2",
+    ] {
         let v = bench(&["--workloads", w, "--threads", "1", "--no-report"]);
         check_cells(&v, w, &[1]);
     }

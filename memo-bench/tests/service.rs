@@ -1,5 +1,5 @@
 //! The inference service: its HTTP contract (answers, refusals, metrics), and a smoke run
-//! of `memo-bench service` (memo and jemalloc, JSON cells).
+//! of `memo-bench service` (memo, jemalloc and mimalloc, JSON cells).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -90,7 +90,7 @@ fn the_service_answers_refuses_and_counts() {
 }
 
 #[test]
-fn the_service_benchmark_runs_memo_and_jemalloc() {
+fn the_service_benchmark_runs_memo_jemalloc_and_mimalloc() {
     let out = Command::new(BIN)
         .args(["service", "--quick", "--format", "json", "--no-report"])
         .args(["--warmup", "0.5", "--duration", "1", "--buckets", "8,16"])
@@ -110,7 +110,7 @@ fn the_service_benchmark_runs_memo_and_jemalloc() {
         .iter()
         .map(|c| c["allocator"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["memo", "jemalloc"]);
+    assert_eq!(names, ["memo", "jemalloc", "mimalloc"]);
     for c in cells {
         for k in [
             "clients",

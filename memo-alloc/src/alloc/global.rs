@@ -70,8 +70,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
     }
 }
 
-/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator, or
-/// `MemoAlloc::new(backend)` over any other.
+/// The allocator (**contract**): `MemoAlloc::system()` over the system allocator,
+/// `MemoAlloc::jemalloc()` or `MemoAlloc::mimalloc()` over a fast backend (features
+/// `jemalloc` and `mimalloc`), or `MemoAlloc::new(backend)` over any other.
 ///
 /// Use one per process, as the `#[global_allocator]`.
 pub struct MemoAlloc<B: GlobalAlloc = System> {
@@ -79,9 +80,30 @@ pub struct MemoAlloc<B: GlobalAlloc = System> {
 }
 
 impl MemoAlloc<System> {
-    /// Over the system allocator.
+    /// Over the system allocator (glibc's malloc).
     pub const fn system() -> MemoAlloc<System> {
         MemoAlloc { backend: System }
+    }
+}
+
+#[cfg(feature = "jemalloc")]
+impl MemoAlloc<tikv_jemallocator::Jemalloc> {
+    /// Over jemalloc with its default configuration (tikv-jemallocator; feature
+    /// `jemalloc`). jemalloc reads `_RJEM_MALLOC_CONF` for its settings.
+    pub const fn jemalloc() -> MemoAlloc<tikv_jemallocator::Jemalloc> {
+        MemoAlloc {
+            backend: tikv_jemallocator::Jemalloc,
+        }
+    }
+}
+
+#[cfg(feature = "mimalloc")]
+impl MemoAlloc<mimalloc::MiMalloc> {
+    /// Over mimalloc (the `mimalloc` crate; feature `mimalloc`).
+    pub const fn mimalloc() -> MemoAlloc<mimalloc::MiMalloc> {
+        MemoAlloc {
+            backend: mimalloc::MiMalloc,
+        }
     }
 }
 

@@ -151,3 +151,28 @@ fn an_allocation_in_a_pass_calls_the_backend_at_most_once() {
         assert_eq!(calls() - n1, 0, "replayed from the slab: no backend call");
     }
 }
+
+/// The fast backends' constructors are `const` (usable in a `static`), and a request
+/// outside a pass goes to the backend and comes back to it.
+#[cfg(all(feature = "jemalloc", feature = "mimalloc"))]
+#[test]
+fn the_fast_backends_serve_what_is_not_planned() {
+    static JEMALLOC: MemoAlloc<tikv_jemallocator::Jemalloc> = MemoAlloc::jemalloc();
+    static MIMALLOC: MemoAlloc<mimalloc::MiMalloc> = MemoAlloc::mimalloc();
+    let layout = Layout::from_size_align(3000, 64).unwrap();
+    // SAFETY: each block is written within its layout and freed once by its allocator.
+    unsafe {
+        let p = JEMALLOC.alloc(layout);
+        assert!(!p.is_null() && p as usize % 64 == 0);
+        p.write_bytes(7, 3000);
+        assert!(
+            tikv_jemallocator::usable_size(p) >= 3000,
+            "jemalloc's block"
+        );
+        JEMALLOC.dealloc(p, layout);
+        let q = MIMALLOC.alloc_zeroed(layout);
+        assert!(!q.is_null() && q as usize % 64 == 0);
+        assert_eq!(*q.add(2999), 0);
+        MIMALLOC.dealloc(q, layout);
+    }
+}

@@ -458,6 +458,11 @@ pub struct PlanSlot {
     /// Offset in the slab; `None` when the allocation escaped the pass (served by the
     /// backend in replay).
     pub offset: Option<u64>,
+    /// When the allocation was live in the profiled pass: `[alloc, free)` in the event
+    /// clock of its context (absent: not known). A plan loaded from a file is checked
+    /// with it: no two slots live at once may share an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<[u64; 2]>,
 }
 
 /// A plan document.

@@ -181,7 +181,7 @@ impl Spares {
             // a larger one used would keep them resident for nothing.
             // SAFETY: whole pages of the block past its first `size` bytes, inside its
             // first `need` chunks, ours.
-            unsafe { libc::madvise(base.add(keep).cast(), touched - keep, libc::MADV_DONTNEED) };
+            unsafe { region::discard(base.add(keep), touched - keep) };
         }
         if zeroed {
             // SAFETY: the block's chunks hold at least `size` bytes and are ours (taken

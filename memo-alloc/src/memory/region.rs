@@ -5,7 +5,10 @@
 //! The region is mapped `PROT_READ | PROT_WRITE` with `MAP_NORESERVE`: nothing is
 //! committed until touched. Chunks are carved at pass boundaries under the
 //! [`LockId::Region`] lock (never on the allocation path) and returned with
-//! `madvise(MADV_DONTNEED)`. Under `cfg(loom)` slabs come from the heap instead.
+//! `madvise(MADV_DONTNEED)`. Under `cfg(loom)` slabs come from the heap instead. Under
+//! `cfg(miri)` (no `mmap` of this size, no `madvise`) the region is a smaller heap buffer
+//! aligned to a chunk, and returned pages are zeroed ([`discard`]); everything else is the
+//! same code.
 
 use std::ptr;
 
@@ -55,7 +58,7 @@ pub(crate) fn reserved() -> usize {
 }
 
 /// Reserves the region on first use; `false` if no size could be reserved.
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 fn ensure_reserved() -> bool {
     if LEN.load(Ordering::Acquire) != 0 {
         return true;
@@ -91,6 +94,51 @@ fn ensure_reserved() -> bool {
         return true;
     }
     false
+}
+
+/// Under Miri: the region is a heap buffer of [`MIRI_CHUNKS`] chunks, aligned to a chunk
+/// and zeroed as fresh pages are, reserved on first use and kept for the process.
+#[cfg(all(miri, not(loom)))]
+fn ensure_reserved() -> bool {
+    if LEN.load(Ordering::Acquire) != 0 {
+        return true;
+    }
+    let len = MIRI_CHUNKS << CHUNK_SHIFT;
+    let Ok(layout) = std::alloc::Layout::from_size_align(len, CHUNK) else {
+        return false;
+    };
+    // SAFETY: a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return false;
+    }
+    BASE.store(p as usize, Ordering::Relaxed);
+    LEN.store(len, Ordering::Release);
+    true
+}
+
+/// Chunks of the region under Miri (small: Miri keeps every byte).
+#[cfg(miri)]
+const MIRI_CHUNKS: usize = 16;
+
+/// Gives the pages of `[p, p + len)` back to the OS (`MADV_DONTNEED`): they read as
+/// zero afterwards. Under Miri they are zeroed.
+///
+/// # Safety
+/// `[p, p + len)` is whole pages of the region that the caller owns and no one reads
+/// before writing them again.
+#[cfg(not(loom))]
+pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller's contract; MADV_DONTNEED drops the pages.
+    unsafe {
+        libc::madvise(p.cast(), len, libc::MADV_DONTNEED);
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller's contract: the range is the caller's to write.
+    unsafe {
+        p.write_bytes(0, len)
+    };
 }
 
 /// Carves `bytes` (rounded up to whole chunks) for `owner`; returns the base address.
@@ -144,10 +192,8 @@ pub(crate) fn release(base: *mut u8, chunks: usize) {
     let need = chunks;
     debug_assert!(first + need <= LEN.load(Ordering::Relaxed) >> CHUNK_SHIFT);
     // SAFETY: `base..base + need chunks` lies inside the region and belongs to the slab
-    // being released, which no pass uses any more; MADV_DONTNEED drops its pages.
-    unsafe {
-        libc::madvise(base.cast(), need << CHUNK_SHIFT, libc::MADV_DONTNEED);
-    }
+    // being released, which no pass uses any more.
+    unsafe { discard(base, need << CHUNK_SHIFT) };
     // SAFETY: the lock is held.
     let used = unsafe { &mut *USED.0.get() };
     for k in first..first + need {
@@ -173,13 +219,7 @@ pub(crate) unsafe fn release_later(base: *mut u8, chunks: usize) {
     debug_assert!(chunks > 0 && lookup(base).is_some());
     // SAFETY: the run is the caller's and given up: dropping the pages after the first
     // changes no one's data.
-    unsafe {
-        libc::madvise(
-            base.add(PAGE).cast(),
-            (chunks << CHUNK_SHIFT) - PAGE,
-            libc::MADV_DONTNEED,
-        );
-    }
+    unsafe { discard(base.add(PAGE), (chunks << CHUNK_SHIFT) - PAGE) };
     // SAFETY: the run's first page is the caller's, chunk-aligned (so aligned for a
     // `Run`), and from now on only the stack reaches it.
     unsafe { DEFERRED.push(base.cast(), chunks) };
@@ -204,15 +244,11 @@ pub(crate) fn return_pages(start: *mut u8, end: *mut u8) -> u64 {
         return 0;
     }
     #[cfg(not(loom))]
-    // SAFETY: the caller owns `[start, end)` and no thread reads it before writing it;
-    // MADV_DONTNEED drops its pages (whole pages inside the range only).
+    // SAFETY: the caller owns `[start, end)` and no thread reads it before writing it
+    // (whole pages inside the range only).
     unsafe {
-        libc::madvise(
-            first as *mut libc::c_void,
-            last - first,
-            libc::MADV_DONTNEED,
-        );
-    }
+        discard(first as *mut u8, last - first)
+    };
     (last - first) as u64
 }
 

@@ -147,6 +147,21 @@ fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
 }
 
 fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
+    stats::add(&GLOBAL.passes_replayed, 1);
+    GLOBAL.add_replay(counters);
+    if let Some(e) = p.entry {
+        e.count_replay(counters);
+        if abandon.is_some() {
+            // Unwinding or exiting: what it allocated says nothing about the profile.
+            stats::add(&GLOBAL.replays_abandoned, 1);
+            stats::add(&e.counters.replays_abandoned, 1);
+        } else if !p.slabs.is_null() {
+            // Before the plan is released: once it is, it may be freed and a new plan of
+            // the key allocated at its address, which this pass's counts must not reach.
+            let cfg = config::config();
+            e.note_replayed(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
+        }
+    }
     if !p.slabs.is_null() {
         // SAFETY: the pass registered with `slabs` at start; it stays alive until released
         // here, and every context left.
@@ -155,21 +170,6 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
         if !p.bound && lends_pending() {
             registry::lend_idle_blocks();
         }
-    }
-    stats::add(&GLOBAL.passes_replayed, 1);
-    GLOBAL.add_replay(counters);
-    let Some(e) = p.entry else { return };
-    e.count_replay(counters);
-    if abandon.is_some() {
-        // Unwinding or exiting: what it allocated says nothing about the profile.
-        stats::add(&GLOBAL.replays_abandoned, 1);
-        stats::add(&e.counters.replays_abandoned, 1);
-        return;
-    }
-    let cfg = config::config();
-    let diverged = e.note_divergence(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
-    if diverged && !p.slabs.is_null() {
-        e.mark_stale(p.slabs);
     }
 }
 

@@ -121,7 +121,8 @@ fn buffer(id: String, lower: u64, upper: Option<u64>, size: u64, align: u64) -> 
 const UNPLANNED: u64 = u64::MAX;
 
 /// One slot's key while the plan is made: its root record, scope and ordinal, the
-/// smallest request seen for it, and its chain's planned size, alignment and offset.
+/// smallest request seen for it, and its chain's planned size, alignment, lifetime (its
+/// buffer's, when planned) and offset.
 struct SlotKey {
     root: u32,
     scope: u32,
@@ -129,6 +130,7 @@ struct SlotKey {
     align_log2: u8,
     min: u64,
     size: u64,
+    lifetime: Option<[u64; 2]>,
     offset: u64,
 }
 
@@ -179,6 +181,7 @@ pub(crate) fn build(
             size: k.size,
             align: 1 << k.align_log2,
             offset: Some(k.offset).filter(|&o| o != UNPLANNED),
+            lifetime: k.lifetime.filter(|_| k.offset != UNPLANNED),
         })
         .collect();
     PlanFile {
@@ -232,6 +235,7 @@ fn slot_keys(profile: &Profile, seen: &[Option<Seen>], lane: &[u8]) -> Vec<SlotK
                 align_log2: 0,
                 min: seen_at(seen, root).map_or(r.size, |s| s.min.min(r.size)),
                 size: 0,
+                lifetime: None,
                 offset: UNPLANNED,
             })
         })
@@ -332,13 +336,11 @@ fn context_problems(
             }
             if planned(root, r) {
                 let c = context(r);
-                buffers[c].push(buffer(
-                    String::new(),
-                    r.alloc,
-                    Some(r.free),
-                    r.size,
-                    r.align(),
-                ));
+                let b = buffer(String::new(), r.alloc, Some(r.free), r.size, r.align());
+                if keyed(root, r) {
+                    keys[next_key].lifetime = Some([b.lower, b.upper]);
+                }
+                buffers[c].push(b);
                 roots[c].push(root);
             }
         }

@@ -6,6 +6,23 @@ use crate::support::sync::{plain, Ordering};
 /// Consecutive diverged windows that re-profile a key.
 pub(crate) const DIVERGED_WINDOWS: u32 = 2;
 
+/// A window *fails* when its divergence misses exceed this share of its allocations: the
+/// plan serves less than half of what the passes ask. Failing windows re-profile the key
+/// however often it was re-profiled before.
+pub(crate) const FAILING_RATIO: f64 = 0.5;
+
+/// What a window's passes say about the key's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Keep replaying: the window is not full, or the divergence did not persist.
+    Keep,
+    /// The divergence persisted: profile again (rate-limited by the key).
+    Diverged,
+    /// The divergence persisted and the plan fails (see [`FAILING_RATIO`]): profile again,
+    /// whatever the rate limit.
+    Failing,
+}
+
 /// The divergence window of a key's current plan: the counts of its last replayed passes
 /// (relaxed: a pass counted late or in the next window changes no outcome much).
 #[derive(Default)]
@@ -16,24 +33,36 @@ pub(crate) struct Divergence {
     diverged_bytes: plain::AtomicU64,
     /// Planned slots the window's passes skipped (see [`Divergence::note`]).
     skipped: plain::AtomicU64,
+    /// Slab hits of the window's passes.
+    hits: plain::AtomicU64,
     passes: plain::AtomicU32,
     /// Consecutive windows that diverged.
     streak: plain::AtomicU32,
+    /// Of those, the consecutive windows that failed.
+    failing: plain::AtomicU32,
 }
 
 impl Divergence {
-    /// Adds a replayed pass's counters `c` to the window; returns `true` when the
-    /// divergence persists: [`DIVERGED_WINDOWS`] windows of `window` passes in a row in
-    /// which the misses that say the program diverged exceed `ratio` of the allocations or
-    /// of the bytes. A thread's first pass making allocations of its own, or any other
-    /// one-off, does not re-profile the key.
+    /// Adds a replayed pass's counters `c` to the window and says what the window's
+    /// passes make of the plan, once `window` passes are in: the divergence persists when
+    /// [`DIVERGED_WINDOWS`] windows in a row saw the misses that say the program diverged
+    /// exceed `ratio` of the allocations or of the bytes. A thread's first pass making
+    /// allocations of its own, or any other one-off, does not re-profile the key.
     ///
     /// One such window is enough when the planned slots its passes skipped alone exceed
     /// `ratio` of the allocations: the profiled pass made allocations that the passes
     /// after it do not (a process's first pass building lazy state). A one-off of a
     /// replayed pass adds allocations rather than dropping planned ones, so this does not
-    /// come from one pass, and the plan converges after one window instead of two.
-    pub(crate) fn note(&self, c: &PassCounters, window: u32, ratio: f64) -> bool {
+    /// come from one pass, and the plan converges after one window instead of two. One
+    /// window is enough too when none of its passes was served a single block: the plan
+    /// serves nothing.
+    ///
+    /// The verdict is [`Verdict::Failing`] when each window of the streak also missed
+    /// more than [`FAILING_RATIO`] of its allocations. So a key whose replayed passes keep
+    /// missing more than half of what they ask is profiled again at most
+    /// `DIVERGED_WINDOWS * window` replayed passes after its plan was published or
+    /// loaded (its next pass profiles), whatever the plan came from.
+    pub(crate) fn note(&self, c: &PassCounters, window: u32, ratio: f64) -> Verdict {
         let r = Ordering::Relaxed;
         let allocs = self.allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.misses.fetch_add(c.diverged(), r) + c.diverged();
@@ -41,24 +70,38 @@ impl Divergence {
         let bytes = self.bytes.fetch_add(all, r) + all;
         let dbytes = self.diverged_bytes.fetch_add(c.diverged_bytes, r) + c.diverged_bytes;
         let skipped = self.skipped.fetch_add(c.skipped, r) + c.skipped;
+        let hits = self.hits.fetch_add(c.slab_hits, r) + c.slab_hits;
         let passes = self.passes.fetch_add(1, r) + 1;
         if passes < window {
-            return false;
+            return Verdict::Keep;
         }
         self.clear();
-        let over = |n: u64, of: u64| n as f64 > ratio * of as f64;
-        let diverged = allocs > 0 && (over(misses, allocs) || over(dbytes, bytes));
+        let over = |n: u64, of: u64, ratio: f64| n as f64 > ratio * of as f64;
+        let diverged = allocs > 0 && (over(misses, allocs, ratio) || over(dbytes, bytes, ratio));
         if !diverged {
             self.streak.store(0, r);
-            return false;
+            self.failing.store(0, r);
+            return Verdict::Keep;
         }
         let streak = self.streak.fetch_add(1, r) + 1;
-        let needed = if over(skipped, allocs) {
+        let failing = if over(misses, allocs, FAILING_RATIO) {
+            self.failing.fetch_add(1, r) + 1
+        } else {
+            self.failing.store(0, r);
+            0
+        };
+        let needed = if over(skipped, allocs, ratio) || hits == 0 {
             1
         } else {
             DIVERGED_WINDOWS
         };
-        streak >= needed
+        if streak < needed {
+            Verdict::Keep
+        } else if failing >= needed {
+            Verdict::Failing
+        } else {
+            Verdict::Diverged
+        }
     }
 
     /// Empties the window (its streak stays).
@@ -69,6 +112,7 @@ impl Divergence {
         self.bytes.store(0, r);
         self.diverged_bytes.store(0, r);
         self.skipped.store(0, r);
+        self.hits.store(0, r);
         self.passes.store(0, r);
     }
 
@@ -76,5 +120,57 @@ impl Divergence {
     pub(crate) fn restart(&self) {
         self.clear();
         self.streak.store(0, Ordering::Relaxed);
+        self.failing.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A replayed pass of 100 allocations, `missed` of them missed as diverged.
+    fn pass(missed: u64) -> PassCounters {
+        let mut c = PassCounters {
+            allocations: 100,
+            slab_hits: 100 - missed,
+            slab_bytes: 64 * (100 - missed),
+            ..PassCounters::default()
+        };
+        c.misses[crate::stats::MissReason::Unplanned as usize] = missed;
+        c.diverged_bytes = 64 * missed;
+        c
+    }
+
+    /// The verdicts after each of `passes`, windows of 3, ratio 5%.
+    fn verdicts(passes: &[u64]) -> Vec<Verdict> {
+        let d = Divergence::default();
+        passes.iter().map(|&m| d.note(&pass(m), 3, 0.05)).collect()
+    }
+
+    #[test]
+    fn divergence_that_persists_two_windows_re_profiles() {
+        use Verdict::*;
+        assert_eq!(
+            verdicts(&[10, 10, 10, 10, 10, 10]),
+            [Keep, Keep, Keep, Keep, Keep, Diverged]
+        );
+        // A window in step in between starts the streak again.
+        assert_eq!(verdicts(&[10, 10, 10, 0, 0, 0, 10, 10, 10]), [Keep; 9]);
+    }
+
+    #[test]
+    fn a_plan_missing_most_requests_fails_and_one_serving_nothing_fails_in_one_window() {
+        use Verdict::*;
+        assert_eq!(
+            verdicts(&[60, 60, 60, 60, 60, 60]),
+            [Keep, Keep, Keep, Keep, Keep, Failing]
+        );
+        assert_eq!(verdicts(&[100, 100, 100]), [Keep, Keep, Failing]);
+        // Failing windows after a merely diverged one: failing once the streak of
+        // failing windows is long enough on its own.
+        assert_eq!(
+            verdicts(&[10, 10, 10, 60, 60, 60, 60, 60, 60]),
+            [Keep, Keep, Keep, Keep, Keep, Diverged, Keep, Keep, Failing]
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! often it is used (for the cache), its backoff after abandoned profiles, its
 //! divergence window, its counters and the summary of its last profile.
 
-use crate::registry::divergence::Divergence;
+use crate::registry::divergence::{Divergence, Verdict};
 use crate::registry::key_state::{KeyState, StateWord};
 use crate::registry::reclaim::{ReadGuard, Readers, Reclaimer};
 use crate::replay::slab::pool::Slabs;
@@ -278,8 +278,9 @@ impl KeyEntry {
     /// successor is planned still diverge as it did; counted, they would make the new
     /// plan's first window look diverged. (A pass that read the old plan as current just
     /// before the new one was published can still add itself to the new window: one pass
-    /// among `window`, never a streak.) Re-profiling is rate-limited: at most 8 times per
-    /// key.
+    /// among `window`, never a streak.) Re-profiling a plan that still serves most of its
+    /// passes' requests is rate-limited to [`MAX_REPLANS`] times per key; a failing plan
+    /// ([`Verdict::Failing`]) is profiled again whatever the count.
     pub(crate) fn note_divergence(
         &self,
         plan: *mut Slabs,
@@ -290,6 +291,31 @@ impl KeyEntry {
         if self.state() != KeyState::Planned(plan) {
             return false;
         }
-        self.divergence.note(c, window, ratio) && self.counters.replans.load(Ordering::Relaxed) < 8
+        match self.divergence.note(c, window, ratio) {
+            Verdict::Keep => false,
+            Verdict::Diverged => self.counters.replans.load(Ordering::Relaxed) < MAX_REPLANS,
+            Verdict::Failing => true,
+        }
+    }
+
+    /// A replayed pass of `plan` ended: its counts go to the key's divergence window
+    /// ([`KeyEntry::note_divergence`]), and the key is marked stale when they say so.
+    /// Returns whether this marked it stale.
+    ///
+    /// The caller is still registered with `plan` (so `plan` cannot have been freed and
+    /// another plan of the key allocated at its address: the loom model
+    /// `failing_replay_racing_eviction_and_publication`).
+    pub(crate) fn note_replayed(
+        &self,
+        plan: *mut Slabs,
+        c: &PassCounters,
+        window: u32,
+        ratio: f64,
+    ) -> bool {
+        self.note_divergence(plan, c, window, ratio) && self.mark_stale(plan)
     }
 }
+
+/// Re-profiles of a key whose plan still serves most requests (see
+/// [`KeyEntry::note_divergence`]).
+pub(crate) const MAX_REPLANS: u64 = 8;

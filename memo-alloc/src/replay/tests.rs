@@ -38,6 +38,7 @@ fn plan_at(at: &[(u64, u64)]) -> CompiledPlan {
             min_size: None,
             align: 16,
             offset: Some(offset),
+            lifetime: None,
         })
         .collect();
     let height = at.iter().map(|&(o, s)| o + s).max().unwrap_or(0);

@@ -121,10 +121,13 @@ pub enum PlanRejection {
     Unsupported = 2,
     /// A field out of bounds or inconsistent with the others.
     Invalid = 3,
+    /// Two slots alive at the same time (by the lifetimes the file gives them) share
+    /// addresses: replaying the plan would hand one block out twice.
+    Overlapping = 4,
 }
 
 /// Number of [`PlanRejection`]s.
-pub const PLAN_REJECTIONS: usize = 4;
+pub const PLAN_REJECTIONS: usize = 5;
 
 impl PlanRejection {
     /// Every reason, in counter order.
@@ -133,6 +136,7 @@ impl PlanRejection {
         PlanRejection::Malformed,
         PlanRejection::Unsupported,
         PlanRejection::Invalid,
+        PlanRejection::Overlapping,
     ];
 
     /// Short name, as in reports.
@@ -142,6 +146,7 @@ impl PlanRejection {
             PlanRejection::Malformed => "malformed",
             PlanRejection::Unsupported => "unsupported",
             PlanRejection::Invalid => "invalid",
+            PlanRejection::Overlapping => "overlapping",
         }
     }
 }

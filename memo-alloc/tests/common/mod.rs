@@ -4,8 +4,13 @@
 
 #![allow(dead_code)]
 
+mod backend;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+pub use backend::{Backend, BACKEND_ENV};
 
 /// Whether this process is a child started by [`run_child`].
 pub fn is_child() -> bool {
@@ -13,7 +18,7 @@ pub fn is_child() -> bool {
 }
 
 /// Runs the ignored test `name` of this binary in a child process with `env` set (and no
-/// other `MEMO_*` variable), and asserts it passed. Returns the child's stderr.
+/// other `MEMO_*` variable but the backend's, [`BACKEND_ENV`]), and asserts it passed. Returns the child's stderr.
 pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
     cmd.args([
@@ -26,7 +31,10 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
     .env("MEMO_TEST_CHILD", "1");
     // The child's configuration is what the test says, not the caller's environment.
     for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("MEMO_") && var != "MEMO_TEST_CHILD" {
+        if var.to_string_lossy().starts_with("MEMO_")
+            && var != "MEMO_TEST_CHILD"
+            && var != BACKEND_ENV
+        {
             cmd.env_remove(var);
         }
     }

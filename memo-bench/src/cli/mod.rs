@@ -17,7 +17,7 @@ pub use selection::{
 
 /// memo-bench: pass latency of DNN-shaped workloads under glibc, jemalloc, jemalloc-tuned,
 /// mimalloc, memomalloc over System and memomalloc over jemalloc, and an inference
-/// service's latency under memo and jemalloc (`service`).
+/// service's latency under memo, jemalloc and mimalloc (`service`).
 #[derive(Parser, Debug)]
 #[command(name = "memo-bench", version, args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -38,7 +38,7 @@ enum Cmd {
     /// Lists the workloads of the selection with allocations and bytes per pass.
     List(Selection),
     /// Benchmarks an HTTP inference service (tokio + axum, one async memo pass per
-    /// request) under memo and jemalloc: throughput, p50/p99 latency, peak RSS.
+    /// request) under memo, jemalloc and mimalloc: throughput, p50/p99 latency, peak RSS.
     Service(ServiceArgs),
     /// Runs the service's server (internal: `service` starts it under each allocator).
     #[command(hide = true)]

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use super::selection::{schedule, workloads, RunArgs, Selection};
 use crate::harness::parent;
-use crate::report::{self, heapmaps, ratio_plot::ratio_plot, table, Format};
+use crate::report::{self, heapmaps, ratio_plot::ratio_plot, summary, table, Format};
 use crate::runner::Workload;
+use crate::stats::Bootstrap;
 use crate::workloads::Spec;
 
 /// `list`: the selected workloads with their ops, allocations and bytes per pass.
@@ -76,7 +77,11 @@ pub fn run_parent(args: &RunArgs) -> Result<bool, String> {
         let _ = std::fs::remove_dir_all(d);
     }
     let runs = parent::run(&sched)?;
-    let mut rep = report::aggregate(&sched.groups, &sched.allocators, &runs);
+    let boot = Bootstrap {
+        seed: sched.seed,
+        ..Bootstrap::default()
+    };
+    let mut rep = report::aggregate(&sched.groups, &sched.allocators, &runs, &boot);
     rep.wall_s = t0.elapsed().as_secs_f64();
     match args.format {
         Format::Json => println!(
@@ -86,7 +91,7 @@ pub fn run_parent(args: &RunArgs) -> Result<bool, String> {
         Format::Text => {
             print!("{}", table::render(&rep));
             println!();
-            print!("{}", summary(&rep));
+            print!("{}", summary::render(&rep));
         }
     }
     if !args.no_report {
@@ -107,82 +112,6 @@ pub fn run_parent(args: &RunArgs) -> Result<bool, String> {
     Ok(rep.checksums_agree && rep.jemalloc_tuned_verified != Some(false))
 }
 
-/// The geometric mean of positive ratios.
-fn geometric_mean(rs: &[f64]) -> f64 {
-    (rs.iter().map(|r| r.ln()).sum::<f64>() / rs.len() as f64).exp()
-}
-
-/// Geometric-mean ratios per allocator, and the checks.
-fn summary(rep: &report::Report) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let mut names: Vec<&str> = Vec::new();
-    for c in &rep.cells {
-        if !names.contains(&c.allocator.as_str()) {
-            names.push(&c.allocator);
-        }
-    }
-    let _ = writeln!(
-        s,
-        "geometric mean of p50 / memo's p50 (>1: memomalloc faster), by threads:"
-    );
-    let mut threads: Vec<usize> = rep.cells.iter().map(|c| c.threads).collect();
-    threads.sort_unstable();
-    threads.dedup();
-    for name in names {
-        let _ = write!(s, "  {name:<14}");
-        for &t in &threads {
-            let rs: Vec<f64> = rep
-                .cells
-                .iter()
-                .filter(|c| c.allocator == name && c.threads == t)
-                .filter_map(|c| c.p50_vs_memo)
-                .collect();
-            if rs.is_empty() {
-                continue;
-            }
-            let _ = write!(s, "  x{t}: {:.2}", geometric_mean(&rs));
-        }
-        let _ = writeln!(s);
-    }
-    // memo against the limit: static's plan served unchecked (workloads that do not
-    // repeat exactly, where static runs as glibc, left out).
-    let repeats = |w: &str| Spec::parse(w).is_ok_and(|s| s.repeats_exactly());
-    let limit: Vec<(usize, f64)> = rep
-        .cells
-        .iter()
-        .filter(|c| c.allocator == "static" && repeats(&c.workload))
-        .filter_map(|c| Some((c.threads, 1.0 / c.p50_vs_memo?)))
-        .collect();
-    if !limit.is_empty() {
-        let _ = write!(
-            s,
-            "memo's p50 / static's p50 (1.00: memo at the limit of a planned allocator):"
-        );
-        for &t in &threads {
-            let rs: Vec<f64> = limit.iter().filter(|l| l.0 == t).map(|l| l.1).collect();
-            if !rs.is_empty() {
-                let _ = write!(s, "  x{t}: {:.2}", geometric_mean(&rs));
-            }
-        }
-        let _ = writeln!(s);
-    }
-    let _ = writeln!(
-        s,
-        "checksums agree across allocators: {}; jemalloc-tuned oversize_threshold verified: {}; load average {:.1} on {} CPUs; {:.0} s",
-        if rep.checksums_agree { "yes" } else { "NO" },
-        match rep.jemalloc_tuned_verified {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "n/a",
-        },
-        rep.load_average.unwrap_or(0.0),
-        rep.cpus,
-        rep.wall_s
-    );
-    s
-}
-
 /// Writes `report.json`, `table.txt`, one ratio plot per (workload, compute) and the heap
 /// maps of the traces in `trace_dir` into `dir`.
 fn write_report(dir: &Path, rep: &report::Report, trace_dir: Option<&Path>) -> Result<(), String> {
@@ -192,7 +121,10 @@ fn write_report(dir: &Path, rep: &report::Report, trace_dir: Option<&Path>) -> R
         std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.display()))
     };
     w("report.json", &json)?;
-    w("table.txt", &(table::render(rep) + "\n" + &summary(rep)))?;
+    w(
+        "table.txt",
+        &(table::render(rep) + "\n" + &summary::render(rep)),
+    )?;
     let mut workloads: Vec<(String, u64)> = Vec::new();
     for c in &rep.cells {
         let k = (c.workload.clone(), c.compute.to_bits());

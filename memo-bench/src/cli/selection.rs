@@ -7,6 +7,7 @@ use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Schedule};
 use crate::report::Format;
 use crate::workloads::candle::CandleSpec;
+use crate::workloads::decode::DecodeSpec;
 use crate::workloads::Spec;
 
 /// The default matrix's workloads.
@@ -27,18 +28,24 @@ pub const SWEEP_WORKLOAD: &str = "resnet50:b1:s128";
 /// Compute scales of the sweep (1 is in the main matrix).
 pub const SWEEP_COMPUTE: [f64; 2] = [0.0, 8.0];
 
+/// Repetitions of every cell unless `--reps` says otherwise.
+pub const DEFAULT_REPS: usize = 3;
+
 /// `--quick`'s workloads.
 pub const QUICK_WORKLOADS: &[&str] = &["mobilenet_v2:b1:s128", "resnet50:b1:s96", "bert:b1:s64"];
 
 /// The workloads of a run or of `list`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Selection {
-    /// Small matrix (< 60 s): three workloads, every allocator, 1 and 2 threads.
+    /// Small matrix: three workloads, every allocator, 1 and 2 threads (about 2 minutes at
+    /// 3 repetitions).
     #[arg(long)]
     pub quick: bool,
     /// Workloads, comma-separated: `net[:bN][:sM][+noscope|+divergent|+helpers]` with net one of
-    /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or `trace:<file>`
-    /// (a memo-alloc trace from MEMO_TRACE_DIR); or, built with `--features engine`,
+    /// mobilenet_v1, mobilenet_v2, resnet50, inception_v3, bert, gpt2; or
+    /// `decode:step|request[:bN][:sP][:nK]` (GPT-2-small decoding K steps after a P-token
+    /// prompt, a position or a whole request per pass); or `trace:<file>` (a memo-alloc
+    /// trace from MEMO_TRACE_DIR); or, built with `--features engine`,
     /// `candle:model[:bN][:sM]` with model one of mobilenetv4, resnet18, bert-mini (the
     /// candle engine's own model code on synthetic weights; `--compute` does not apply).
     #[arg(long, value_delimiter = ',', value_parser = Spec::parse_runnable)]
@@ -46,8 +53,8 @@ pub struct Selection {
     /// Batch sizes applied to every built-in workload (cross product).
     #[arg(long, value_delimiter = ',')]
     pub batch: Vec<usize>,
-    /// Input sizes (image side, BERT sequence length, GPT-2 cached tokens) applied to every
-    /// built-in workload (cross product).
+    /// Input sizes (image side, BERT sequence length, GPT-2 cached tokens, a decoding
+    /// request's prompt) applied to every built-in workload (cross product).
     #[arg(long, value_delimiter = ',')]
     pub size: Vec<usize>,
 }
@@ -70,9 +77,14 @@ pub struct RunArgs {
     /// unmeasured pass follows once memo's plans are published, for every allocator.
     #[arg(long)]
     pub warmup: Option<u64>,
-    /// Repetitions of each cell (allocator order reversed every other one).
+    /// Repetitions of each cell (default 3; --quick 3). Each repetition runs every cell
+    /// once, the allocators of a group back to back in an order shuffled from --seed;
+    /// the intervals of the ratios resample the repetitions.
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Seed of the allocator orders and of the bootstrap's resamples.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Compute per byte, comma-separated: 0 = one element per cache line (allocation-bound),
     /// 1 = every element once (memory-bound), k > 1 = k multiply-adds per element.
     #[arg(long, value_delimiter = ',')]
@@ -147,6 +159,13 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
                     }
                 }
             }
+            Spec::Decode(d) => {
+                for &batch in &or_default(&sel.batch, d.batch) {
+                    for &prompt in &or_default(&sel.size, d.prompt) {
+                        add(Spec::Decode(DecodeSpec { batch, prompt, ..d }).name());
+                    }
+                }
+            }
             t @ Spec::Trace(_) => add(t.name()),
             Spec::Candle(c) => {
                 for &batch in &or_default(&sel.batch, c.batch) {
@@ -168,7 +187,7 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
 pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
     let sel = &args.selection;
     let allocators = if args.allocators.is_empty() {
-        Allocator::DEFAULT.to_vec()
+        Allocator::defaults()
     } else {
         args.allocators.clone()
     };
@@ -214,7 +233,8 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
     Ok(Schedule {
         groups,
         allocators,
-        reps: args.reps.unwrap_or(1).max(1),
+        reps: args.reps.unwrap_or(DEFAULT_REPS).max(1),
+        seed: args.seed,
         trace_dir: (!args.no_report && !args.no_traces).then(|| args.report_dir.join("traces")),
         progress: !args.no_progress,
     })

@@ -146,7 +146,7 @@ fn workloads_cross_batches_and_sizes() {
     );
     let quick = schedule(&parse(&["--quick"]).unwrap().run).unwrap();
     assert_eq!(quick.groups.len(), 3 * 2);
-    assert_eq!(quick.allocators, Allocator::DEFAULT);
+    assert_eq!(quick.allocators, Allocator::defaults());
     // The default run: 9 workloads at 4 thread counts, and the compute sweep.
     assert_eq!(
         schedule(&parse(&[]).unwrap().run).unwrap().groups.len(),

@@ -3,6 +3,7 @@
 //! kernel temporaries, `Rc` shared tensors), touching every byte it allocates.
 
 pub mod buf;
+pub mod decode;
 pub mod trace;
 
 use std::hint::black_box;
@@ -92,19 +93,22 @@ pub struct GraphRunner<'g> {
 impl<'g> GraphRunner<'g> {
     /// Prepares `graph` (allocating its inputs, deterministic values in [0, 1)).
     pub fn new(graph: &'g Graph, compute: Compute) -> GraphRunner<'g> {
-        let inputs = graph
-            .inputs
-            .iter()
-            .map(|&t| {
-                let n = graph.elems(t);
-                let data = Buf::from_fn(n, compute.step, |i| ((i * 37 + t) % 101) as f32 / 101.0);
-                Rc::new(Tensor::new(data, &graph.shapes[t]))
-            })
+        let inputs = (0..graph.inputs.len())
+            .map(|i| input_tensor(graph, i, compute))
             .collect();
+        GraphRunner {
+            inputs,
+            ..GraphRunner::without_inputs(graph, compute)
+        }
+    }
+
+    /// Prepares `graph` without making its inputs: its passes take them from the caller
+    /// ([`GraphRunner::run_with`]).
+    pub fn without_inputs(graph: &'g Graph, compute: Compute) -> GraphRunner<'g> {
         GraphRunner {
             graph,
             frees: graph.frees_after(),
-            inputs,
+            inputs: Vec::new(),
             compute,
             helpers: false,
         }
@@ -121,7 +125,14 @@ impl<'g> GraphRunner<'g> {
     /// of every op's output and of what each kernel read (so the checksum covers the whole
     /// pass, not only its outputs).
     pub fn run_digest(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, u64) {
-        let (out, _, digest) = self.run_full(scopes, div);
+        let (out, _, digest) = self.run_full(&self.inputs, scopes, div);
+        (out, digest)
+    }
+
+    /// [`GraphRunner::run_digest`] over the given inputs (one per graph input, in order,
+    /// of the graph's shapes).
+    pub fn run_with(&self, inputs: &[Rc<Tensor>], scopes: bool) -> (Vec<Rc<Tensor>>, u64) {
+        let (out, _, digest) = self.run_full(inputs, scopes, Divergence::default());
         (out, digest)
     }
 
@@ -129,12 +140,18 @@ impl<'g> GraphRunner<'g> {
     /// outputs were still live when the last op finished (0 unless a free is missing).
     #[cfg(test)]
     pub fn run_counted(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize) {
-        let (out, left, _) = self.run_full(scopes, div);
+        let (out, left, _) = self.run_full(&self.inputs, scopes, div);
         (out, left)
     }
 
-    fn run_full(&self, scopes: bool, div: Divergence) -> (Vec<Rc<Tensor>>, usize, u64) {
+    fn run_full(
+        &self,
+        inputs: &[Rc<Tensor>],
+        scopes: bool,
+        div: Divergence,
+    ) -> (Vec<Rc<Tensor>>, usize, u64) {
         let g = self.graph;
+        debug_assert_eq!(inputs.len(), g.inputs.len());
         // Inside a memo pass, helper tasks join it through this handle.
         let temps = if self.helpers {
             Temps::Helpers(memo_alloc::current())
@@ -143,7 +160,7 @@ impl<'g> GraphRunner<'g> {
         };
         let mut digest = 0xcbf2_9ce4_8422_2325u64;
         let mut live: Vec<Option<Rc<Tensor>>> = vec![None; g.shapes.len()];
-        for (&t, x) in g.inputs.iter().zip(&self.inputs) {
+        for (&t, x) in g.inputs.iter().zip(inputs) {
             live[t] = Some(Rc::clone(x));
         }
         for (i, op) in g.ops.iter().enumerate() {
@@ -181,6 +198,15 @@ impl<'g> GraphRunner<'g> {
         let leftover = live.iter().filter(|t| t.is_some()).count();
         (outputs, leftover, digest)
     }
+}
+
+/// Input number `i` of `graph`, with deterministic values in [0, 1) (allocated where the
+/// caller runs: outside passes for inputs made in advance).
+pub fn input_tensor(graph: &Graph, i: usize, compute: Compute) -> Rc<Tensor> {
+    let t = graph.inputs[i];
+    let n = graph.elems(t);
+    let data = Buf::from_fn(n, compute.step, |i| ((i * 37 + t) % 101) as f32 / 101.0);
+    Rc::new(Tensor::new(data, &graph.shapes[t]))
 }
 
 /// A checksum of a pass's outputs.

@@ -24,7 +24,10 @@ use crate::workloads::Spec;
 
 /// Per-thread outcome.
 struct ThreadResult {
+    /// Wall time of each measured pass (ns).
     samples: Vec<u64>,
+    /// The thread's CPU time in each measured pass (ns).
+    cpu: Vec<u64>,
     checksum: u64,
 }
 
@@ -127,6 +130,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellResult, String> {
     Ok(CellResult {
         spec: spec.clone(),
         samples_ns: m.threads.iter().flat_map(|r| r.samples.clone()).collect(),
+        cpu_samples_ns: m.threads.iter().flat_map(|r| r.cpu.clone()).collect(),
         elapsed_s: m.elapsed_s,
         checksum: format!("{checksum:016x}"),
         checksum_consistent: m.threads.iter().all(|r| r.checksum == checksum),
@@ -183,13 +187,15 @@ fn measure(workload: &Workload, passes: &Passes, threads: usize) -> Measured {
     })
 }
 
-/// One request thread: warm-up, settling pass, measured passes (timed).
+/// One request thread: warm-up, settling pass, measured passes (timed on the wall clock
+/// and on the thread's CPU clock).
 fn request_thread(workload: &Workload, passes: &Passes, phases: &Phases) -> ThreadResult {
     pass_count::harness_thread();
     let (key, scopes) = (passes.key, passes.scopes);
     let runner = Runner::new(workload, passes.compute);
     let mut checksum = 0xcbf2_9ce4_8422_2325u64;
     let mut samples = Vec::with_capacity(passes.measured as usize);
+    let mut cpu = Vec::with_capacity(passes.measured as usize);
     for p in 0..passes.warmup {
         checksum = mix(checksum, p, runner.run(p, key, scopes));
     }
@@ -207,14 +213,19 @@ fn request_thread(workload: &Workload, passes: &Passes, phases: &Phases) -> Thre
     phases.go.wait();
     let first = passes.warmup + 1;
     for p in first..first + passes.measured {
-        let t = Instant::now();
+        let (t, cpu0) = (Instant::now(), sys::thread_cpu_ns());
         let c = runner.run(p, key, scopes);
         samples.push(t.elapsed().as_nanos() as u64);
+        cpu.push(sys::thread_cpu_ns() - cpu0);
         checksum = mix(checksum, p, c);
     }
     phases.end.wait();
     drop(runner);
-    ThreadResult { samples, checksum }
+    ThreadResult {
+        samples,
+        cpu,
+        checksum,
+    }
 }
 
 /// memo's counters over the measured passes (`m.before` to `after`) and its plan of `key`.

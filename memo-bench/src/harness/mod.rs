@@ -98,6 +98,11 @@ pub struct CellResult {
     pub spec: CellSpec,
     /// Latency of every measured pass, in nanoseconds.
     pub samples_ns: Vec<u64>,
+    /// CPU time of the pass's thread in every measured pass (`CLOCK_THREAD_CPUTIME_ID`),
+    /// in nanoseconds, in the order of `samples_ns`. Work the pass hands to other threads
+    /// (an engine's pool) is not in it.
+    #[serde(default)]
+    pub cpu_samples_ns: Vec<u64>,
     /// Wall time of the measured phase (all threads), seconds.
     pub elapsed_s: f64,
     /// Checksum of the pass results (hex), identical on every thread.

@@ -1,6 +1,14 @@
 //! The parent process: runs no workload itself. It spawns one child per (workload,
-//! threads, compute, allocator, repetition), alternating the allocator order between
-//! repetitions so machine drift cancels in the ratios, and gathers the children's JSON.
+//! threads, compute, allocator, repetition) and gathers the children's JSON.
+//!
+//! The order: repetition by repetition, every group in turn, and within a group every
+//! allocator back to back in an order shuffled per (repetition, group) from the
+//! schedule's seed. So the repetitions of a cell are spread over the whole run (slow drift
+//! of the machine shows as spread between them, which the intervals carry), the cells a
+//! ratio compares ran next to each other in each repetition (paired in the bootstrap, see
+//! `stats::bootstrap`), and no allocator always runs first or last (a position effect,
+//! such as the machine's state after the previous group, averages out instead of
+//! favouring one allocator).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,6 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{jemalloc_conf, memo_env, CellResult, CellSpec};
 use crate::alloc::{Allocator, ALLOCATOR_ENV};
+use crate::stats::{shuffle, Rng};
 
 /// One (workload, threads, compute) point: every allocator runs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,10 +39,12 @@ pub struct Group {
 pub struct Schedule {
     /// The points.
     pub groups: Vec<Group>,
-    /// Allocators, in the order of even (group + repetition) numbers; odd ones run reversed.
+    /// Allocators (in report order; each repetition of a group runs them shuffled).
     pub allocators: Vec<Allocator>,
     /// Repetitions of every cell.
     pub reps: usize,
+    /// Seed of the allocator orders (and of the report's bootstrap).
+    pub seed: u64,
     /// Directory for memo traces (heap maps), if any: the first memo cell of each
     /// workload writes its profiled pass there.
     pub trace_dir: Option<PathBuf>,
@@ -45,6 +56,8 @@ pub struct Schedule {
 pub struct Run {
     /// Index of the group.
     pub group: usize,
+    /// Repetition (0-based).
+    pub rep: usize,
     /// The result.
     pub result: CellResult,
 }
@@ -66,14 +79,16 @@ pub fn run(schedule: &Schedule) -> Result<Vec<Run>, String> {
     };
     let mut traced = std::collections::HashSet::new();
     let mut runs = Vec::with_capacity(total);
-    for (gi, g) in schedule.groups.iter().enumerate() {
-        for rep in 0..schedule.reps {
-            let mut order = schedule.allocators.clone();
-            if (gi + rep) % 2 == 1 {
-                order.reverse();
-            }
-            for a in order {
-                bar.set_message(format!("{} x{} {}", g.workload, g.threads, a.name()));
+    for rep in 0..schedule.reps {
+        for (gi, g) in schedule.groups.iter().enumerate() {
+            for a in allocator_order(schedule, rep, gi) {
+                bar.set_message(format!(
+                    "rep {} {} x{} {}",
+                    rep + 1,
+                    g.workload,
+                    g.threads,
+                    a.name()
+                ));
                 let spec = CellSpec {
                     workload: g.workload.clone(),
                     allocator: a.name().to_string(),
@@ -89,13 +104,28 @@ pub fn run(schedule: &Schedule) -> Result<Vec<Run>, String> {
                     _ => None,
                 };
                 let result = spawn(&exe, a, &spec, trace)?;
-                runs.push(Run { group: gi, result });
+                runs.push(Run {
+                    group: gi,
+                    rep,
+                    result,
+                });
                 bar.inc(1);
             }
         }
     }
     bar.finish_and_clear();
     Ok(runs)
+}
+
+/// The order in which repetition `rep` of group `group` runs the allocators: shuffled
+/// from the schedule's seed, the same for the same seed.
+pub fn allocator_order(schedule: &Schedule, rep: usize, group: usize) -> Vec<Allocator> {
+    let mut order = schedule.allocators.clone();
+    shuffle(
+        &mut order,
+        &mut Rng::new(schedule.seed, &[rep as u64, group as u64]),
+    );
+    order
 }
 
 /// Runs one cell in a child process and parses its report.

@@ -1,4 +1,4 @@
-//! Resource usage from the OS.
+//! Resource usage from the OS: the process's, and the calling thread's CPU time.
 
 /// A `getrusage(RUSAGE_SELF)` snapshot.
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,6 +28,21 @@ pub fn usage() -> Usage {
     }
 }
 
+/// CPU time this thread has run so far, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`): time
+/// waiting for a CPU or blocked is not counted, so it moves less with the machine's load
+/// than wall time does. 0 where the clock cannot be read.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Resets the process's peak resident set (`VmHWM`, and with it `getrusage`'s
 /// `ru_maxrss`) to its current resident set, so that a later [`usage`] reports the peak
 /// since now. `false` where the OS does not allow it (Linux before 4.0, other systems,
@@ -39,6 +54,21 @@ pub fn reset_peak_rss() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thread's CPU clock counts work, not sleep.
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let t0 = thread_cpu_ns();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let slept = thread_cpu_ns() - t0;
+        let t1 = thread_cpu_ns();
+        let mut x = 0u64;
+        while thread_cpu_ns() - t1 < 20_000_000 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        assert!(slept < 20_000_000, "{slept} ns of CPU while asleep");
+        assert!(t0 > 0);
+    }
 
     /// A freed quarter-gigabyte stays in the peak until it is reset; after the reset the
     /// peak is what is resident now.

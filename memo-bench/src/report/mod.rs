@@ -1,9 +1,12 @@
 //! Aggregation of the children's results into cells, and the outputs: the table, the JSON
-//! document, SVG ratio plots and heap maps.
+//! document, SVG ratio plots and heap maps. Each cell is compared with memo's cell of its
+//! group with bootstrap intervals and a verdict ([`compare`]).
 
+pub mod compare;
 pub mod heapmaps;
 pub mod plot;
 pub mod ratio_plot;
+pub mod summary;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -14,6 +17,8 @@ use serde::Serialize;
 use crate::alloc::Allocator;
 use crate::harness::parent::{Group, Run};
 use crate::harness::CellResult;
+use crate::stats::{stats_of, Bootstrap, Interval};
+use compare::{count_verdicts, vs_memo, Samples, VerdictCount, VsMemo};
 
 /// Output format of the results on stdout (the values `memo`'s `--format` takes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -37,6 +42,8 @@ pub struct Cell {
     pub compute: f64,
     /// Measured passes (all threads, all repetitions).
     pub passes: u64,
+    /// Repetitions that ran (child processes).
+    pub reps: usize,
     /// Pass latency percentiles and maximum, microseconds.
     pub p50_us: f64,
     /// 90th percentile.
@@ -45,6 +52,13 @@ pub struct Cell {
     pub p99_us: f64,
     /// Maximum.
     pub max_us: f64,
+    /// Mean pass latency, microseconds.
+    pub mean_us: f64,
+    /// Median CPU time of the pass's thread per pass, microseconds (null without CPU
+    /// times). Work handed to other threads is not in it.
+    pub cpu_p50_us: Option<f64>,
+    /// Mean CPU time of the pass's thread per pass, microseconds.
+    pub cpu_mean_us: Option<f64>,
     /// Measured passes per second of wall time (all threads).
     pub passes_per_sec: f64,
     /// Peak RSS over the repetitions, bytes: the whole child process's (warm-up,
@@ -86,6 +100,13 @@ pub struct Cell {
     pub p50_vs_memo: Option<f64>,
     /// p99 over memo's p99.
     pub p99_vs_memo: Option<f64>,
+    /// This cell against memo's: ratios of medians and means (wall and thread CPU time)
+    /// with 95% bootstrap intervals and memo's verdicts (null for memo's own cell).
+    pub vs_memo: Option<VsMemo>,
+    /// `static` cells of workloads that repeat exactly: memo's median over static's, with
+    /// its interval (1: memo at the limit of a planned allocator; below 1 outside the
+    /// interval: static behind memo, a fault of the harness).
+    pub memo_over_static_p50: Option<Interval>,
     /// jemalloc's `opt.oversize_threshold` read in the child.
     pub jemalloc_oversize_threshold: Option<u64>,
 }
@@ -107,6 +128,14 @@ pub struct Report {
     pub load_average: Option<f64>,
     /// Wall time of the run, seconds.
     pub wall_s: f64,
+    /// Repetitions of every cell.
+    pub reps: usize,
+    /// Seed of the allocator orders and of the bootstrap.
+    pub seed: u64,
+    /// Resamples of each interval.
+    pub bootstrap_resamples: usize,
+    /// memo's verdicts counted per allocator and ratio.
+    pub verdicts: Vec<VerdictCount>,
 }
 
 fn histogram(samples: impl Iterator<Item = u64>) -> Histogram<u64> {
@@ -118,22 +147,31 @@ fn histogram(samples: impl Iterator<Item = u64>) -> Histogram<u64> {
     h
 }
 
-/// Merges the runs of each (group, allocator) into a cell and computes the ratios.
-pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Report {
+/// Merges the runs of each (group, allocator) into a cell and computes the ratios and
+/// their intervals.
+pub fn aggregate(
+    groups: &[Group],
+    allocators: &[Allocator],
+    runs: &[Run],
+    boot: &Bootstrap,
+) -> Report {
+    let reps = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
     let mut cells = Vec::new();
     let mut mismatches = Vec::new();
     let mut tuned_ok: Option<bool> = None;
     for (gi, g) in groups.iter().enumerate() {
         let first = cells.len();
+        let mut samples = Vec::new();
         for &a in allocators {
-            let rs: Vec<&CellResult> = runs
+            let of_cell: Vec<&Run> = runs
                 .iter()
                 .filter(|r| r.group == gi && r.result.spec.allocator == a.name())
-                .map(|r| &r.result)
                 .collect();
+            let rs: Vec<&CellResult> = of_cell.iter().map(|r| &r.result).collect();
             if rs.is_empty() {
                 continue;
             }
+            samples.push((a, Samples::of(&of_cell, reps)));
             let checksum = &rs[0].checksum;
             if rs
                 .iter()
@@ -152,7 +190,13 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
             cells.push(cell(g, a, &rs));
         }
         compare_group(g, &mut cells[first..], &mut mismatches);
+        intervals(gi, &mut cells[first..], &samples, boot);
     }
+    let verdicts = count_verdicts(
+        cells
+            .iter()
+            .filter_map(|c| Some((c.allocator.as_str(), c.vs_memo.as_ref()?))),
+    );
     Report {
         cells,
         checksums_agree: mismatches.is_empty(),
@@ -161,6 +205,28 @@ pub fn aggregate(groups: &[Group], allocators: &[Allocator], runs: &[Run]) -> Re
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average: load_average(),
         wall_s: 0.0,
+        reps,
+        seed: boot.seed,
+        bootstrap_resamples: boot.resamples,
+        verdicts,
+    }
+}
+
+/// Sets every cell's comparison with the group's memo cell (`samples` in the order of
+/// `group`), and memo / static on the static cell where static applies.
+fn intervals(gi: usize, group: &mut [Cell], samples: &[(Allocator, Samples)], boot: &Bootstrap) {
+    let Some((_, memo)) = samples.iter().find(|(a, _)| *a == Allocator::Memo) else {
+        return;
+    };
+    for (c, (a, s)) in group.iter_mut().zip(samples) {
+        if *a == Allocator::Memo {
+            continue;
+        }
+        c.vs_memo = vs_memo(s, memo, boot, [gi as u64, *a as u64]);
+        let applies = crate::workloads::Spec::parse(&c.workload).is_ok_and(|w| w.repeats_exactly());
+        if *a == Allocator::Static && applies {
+            c.memo_over_static_p50 = c.vs_memo.map(|v| v.p50.interval().reciprocal());
+        }
     }
 }
 
@@ -229,6 +295,15 @@ impl MemoTotals {
 /// The cell of allocator `a` in group `g` from its repetitions `rs` (ratios not set).
 fn cell(g: &Group, a: Allocator, rs: &[&CellResult]) -> Cell {
     let h = histogram(rs.iter().flat_map(|r| r.samples_ns.iter().copied()));
+    let mut wall: Vec<u64> = rs
+        .iter()
+        .flat_map(|r| r.samples_ns.iter().copied())
+        .collect();
+    let mut cpu: Vec<u64> = rs
+        .iter()
+        .flat_map(|r| r.cpu_samples_ns.iter().copied())
+        .collect();
+    let cpu = stats_of(&mut cpu);
     let passes: u64 = rs.iter().map(|r| r.samples_ns.len() as u64).sum();
     let elapsed: f64 = rs.iter().map(|r| r.elapsed_s).sum();
     let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
@@ -241,10 +316,14 @@ fn cell(g: &Group, a: Allocator, rs: &[&CellResult]) -> Cell {
         threads: g.threads,
         compute: g.compute,
         passes,
+        reps: rs.len(),
         p50_us: us(0.5),
         p90_us: us(0.9),
         p99_us: us(0.99),
         max_us: h.max() as f64 / 1e3,
+        mean_us: stats_of(&mut wall).map_or(0.0, |s| s.mean / 1e3),
+        cpu_p50_us: cpu.map(|s| s.p50 / 1e3),
+        cpu_mean_us: cpu.map(|s| s.mean / 1e3),
         passes_per_sec: if elapsed > 0.0 {
             passes as f64 / elapsed
         } else {
@@ -267,6 +346,8 @@ fn cell(g: &Group, a: Allocator, rs: &[&CellResult]) -> Cell {
         checksum: rs[0].checksum.clone(),
         p50_vs_memo: None,
         p99_vs_memo: None,
+        vs_memo: None,
+        memo_over_static_p50: None,
         jemalloc_oversize_threshold: rs[0].jemalloc_oversize_threshold,
     }
 }

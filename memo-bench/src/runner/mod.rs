@@ -9,6 +9,7 @@ mod workload;
 
 pub use workload::Workload;
 
+use crate::engine::decode::DecodeRunner;
 use crate::engine::trace::TraceProgram;
 use crate::engine::{checksum, Compute, GraphRunner};
 use crate::pass_count;
@@ -17,6 +18,8 @@ use crate::pass_count;
 pub enum Runner<'w> {
     /// Graph interpreter with this thread's inputs.
     Graph(GraphRunner<'w>, &'w Workload),
+    /// Decoding requests, with this thread's KV cache.
+    Decode(DecodeRunner<'w>),
     /// Trace program.
     Trace(&'w TraceProgram),
     /// The real engine with this thread's input.
@@ -31,6 +34,11 @@ impl<'w> Runner<'w> {
             Workload::Graph { graph, helpers, .. } => {
                 Runner::Graph(GraphRunner::new(graph, compute).with_helpers(*helpers), w)
             }
+            Workload::Decode {
+                spec,
+                prefill,
+                steps,
+            } => Runner::Decode(DecodeRunner::new(spec.form, prefill, steps, compute)),
             Workload::Trace(t) => Runner::Trace(t),
             #[cfg(feature = "engine")]
             Workload::Candle(e) => Runner::Candle(e, e.input()),
@@ -39,7 +47,8 @@ impl<'w> Runner<'w> {
 
     /// Runs pass number `pass`, inside `memo_alloc::pass(key)` when `key` is given (memo
     /// cells), with op scopes when `scopes`. The outputs escape the pass; the checksum is
-    /// taken and they are dropped after it ends.
+    /// taken and they are dropped after it ends. A thread's passes are numbered from 0
+    /// (decoding starts each request at a multiple of its positions).
     pub fn run(&self, pass: u64, key: Option<&'static str>, scopes: bool) -> u64 {
         self.run_started(pass, key, scopes, || {})
     }
@@ -57,6 +66,10 @@ impl<'w> Runner<'w> {
             Runner::Graph(r, w) => {
                 let div = w.divergence(pass);
                 let (out, digest) = in_pass(key, started, || r.run_digest(scopes, div));
+                checksum(&out) ^ digest
+            }
+            Runner::Decode(d) => {
+                let (out, digest) = in_pass(key, started, || d.run(pass, scopes));
                 checksum(&out) ^ digest
             }
             #[cfg(feature = "engine")]

@@ -2,6 +2,7 @@
 
 use crate::engine::trace::TraceProgram;
 use crate::engine::Divergence;
+use crate::workloads::decode::{DecodeForm, DecodeSpec};
 use crate::workloads::graph::{Graph, OpKind};
 use crate::workloads::{Spec, Variant};
 
@@ -15,6 +16,15 @@ pub enum Workload {
         divergent: bool,
         /// Kernels build their temporaries on helper threads.
         helpers: bool,
+    },
+    /// LLM decoding: the prefill's graph and each step's.
+    Decode {
+        /// The spec.
+        spec: DecodeSpec,
+        /// The prompt's prefill.
+        prefill: Graph,
+        /// Step `i` over `prompt + i` cached tokens.
+        steps: Vec<Graph>,
     },
     /// A recorded trace.
     Trace(TraceProgram),
@@ -38,6 +48,14 @@ impl Workload {
                 divergent: *variant == Variant::Divergent,
                 helpers: *variant == Variant::Helpers,
             }),
+            Spec::Decode(d) => {
+                let (prefill, steps) = d.graphs();
+                Ok(Workload::Decode {
+                    spec: *d,
+                    prefill,
+                    steps,
+                })
+            }
             Spec::Trace(p) => {
                 let trace = memo_alloc::files::read_trace(p)?;
                 Ok(Workload::Trace(TraceProgram::new(&trace)?))
@@ -49,12 +67,30 @@ impl Workload {
         }
     }
 
-    /// Allocations and bytes of one pass, as modelled; `(0, 0)` for the real engine, whose
-    /// allocations are measured instead (memo cells count them, see
-    /// [`crate::pass_count`]).
+    /// Allocations and bytes of one pass, as modelled (decoding a step per pass: the mean
+    /// over a request's positions); `(0, 0)` for the real engine, whose allocations are
+    /// measured instead (memo cells count them, see [`crate::pass_count`]).
     pub fn allocation_profile(&self) -> (u64, u64) {
         match self {
             Workload::Graph { graph, .. } => graph.allocation_profile(),
+            Workload::Decode {
+                spec,
+                prefill,
+                steps,
+            } => {
+                let (mut n, mut b) = prefill.allocation_profile();
+                for g in steps {
+                    let (gn, gb) = g.allocation_profile();
+                    (n, b) = (n + gn, b + gb);
+                }
+                match spec.form {
+                    DecodeForm::Request => (n, b),
+                    DecodeForm::Step => {
+                        let passes = steps.len() as u64 + 1;
+                        (n / passes, b / passes)
+                    }
+                }
+            }
             Workload::Trace(t) => (t.buffers as u64, t.bytes),
             #[cfg(feature = "engine")]
             Workload::Candle(_) => (0, 0),
@@ -62,10 +98,15 @@ impl Workload {
     }
 
     /// Ops of one pass and the model's peak of live bytes; `(0, 0)` where the workload
-    /// has no graph.
+    /// has no graph (decoding: the ops of a whole request and the last step's peak).
     pub fn ops_and_peak(&self) -> (usize, u64) {
         match self {
             Workload::Graph { graph, .. } => (graph.ops.len(), graph.peak_bytes()),
+            Workload::Decode { prefill, steps, .. } => {
+                let ops = prefill.ops.len() + steps.iter().map(|g| g.ops.len()).sum::<usize>();
+                let peak = steps.last().unwrap_or(prefill).peak_bytes();
+                (ops, peak)
+            }
             _ => (0, 0),
         }
     }

@@ -11,14 +11,14 @@ use super::server::{self, ServeOptions};
 use crate::alloc::{self, Allocator};
 use crate::report::Format;
 
-/// `memo-bench service`: the inference service under memo and jemalloc.
+/// `memo-bench service`: the inference service under memo, jemalloc and mimalloc.
 #[derive(Args, Debug, Clone)]
 pub struct ServiceArgs {
     /// Short run (a smoke test, about 10 s): 4 clients, buckets 16,32, 1 s warm-up and 2 s
     /// measured per cell, one repetition.
     #[arg(long)]
     pub quick: bool,
-    /// Allocators of the server, comma-separated (default memo,jemalloc).
+    /// Allocators of the server, comma-separated (default memo,jemalloc,mimalloc).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub allocators: Vec<Allocator>,
     /// Concurrent client counts, comma-separated (default 1,4,16).
@@ -87,7 +87,7 @@ pub fn run(a: &ServiceArgs) -> i32 {
     };
     let setup = Setup {
         allocators: if a.allocators.is_empty() {
-            vec!["memo".into(), "jemalloc".into()]
+            vec!["memo".into(), "jemalloc".into(), "mimalloc".into()]
         } else {
             a.allocators.iter().map(|a| a.name().to_string()).collect()
         },

@@ -1,7 +1,8 @@
 //! The architectures, as tables of layers interpreted by one builder function each family:
 //! MobileNet v1 and v2, ResNet-50, Inception v3 (ImageNet classifiers, NCHW input
-//! `[batch, 3, size, size]`), a BERT-base encoder (`size` = sequence length) and one
-//! GPT-2-small decoding step (`size` = tokens already in the KV cache).
+//! `[batch, 3, size, size]`), a BERT-base encoder (`size` = sequence length), one
+//! GPT-2-small decoding step (`size` = tokens already in the KV cache) and GPT-2-small's
+//! prefill of a prompt (the first pass of a decoding request, see [`super::decode`]).
 
 use super::builder::Builder;
 use super::graph::{Graph, TensorId};
@@ -250,14 +251,16 @@ pub fn inception_v3(batch: usize, size: usize) -> Graph {
     b.finish(&[y])
 }
 
-/// One transformer block's attention over queries `[batch, q_len, d]` and keys/values of
-/// `kv_len` tokens (`kv` given: keys and values of shape `[batch, heads, kv_len, dh]`).
+/// One transformer block's attention over queries `[batch, q_len, d]`, with keys and
+/// values of earlier tokens when `kv` is given (`[batch, heads, past, dh]` each, the new
+/// tokens' concatenated to them, as an eager engine's cache grows). Returns the block's
+/// output and the keys and values it attended to (the cache after this block).
 fn attention(
     b: &mut Builder,
     x: TensorId,
     kv: Option<(TensorId, TensorId)>,
     (batch, q_len, d, heads): (usize, usize, usize, usize),
-) -> (TensorId, Option<(TensorId, TensorId)>) {
+) -> (TensorId, (TensorId, TensorId)) {
     let dh = d / heads;
     let q = b.linear("query", x, d);
     let k = b.linear("key", x, d);
@@ -265,20 +268,19 @@ fn attention(
     let qh = b.permute("q_heads", q, &[batch, heads, q_len, dh]);
     let kh = b.permute("k_heads", k, &[batch, heads, q_len, dh]);
     let vh = b.permute("v_heads", v, &[batch, heads, q_len, dh]);
-    let (kh, vh, cache) = match kv {
-        Some((pk, pv)) => {
-            let k_all = b.concat("k_cache", &[pk, kh], 2);
-            let v_all = b.concat("v_cache", &[pv, vh], 2);
-            (k_all, v_all, Some((k_all, v_all)))
-        }
-        None => (kh, vh, None),
+    let (kh, vh) = match kv {
+        Some((pk, pv)) => (
+            b.concat("k_cache", &[pk, kh], 2),
+            b.concat("v_cache", &[pv, vh], 2),
+        ),
+        None => (kh, vh),
     };
     let scores = b.bmm("scores", qh, kh, true);
     let scaled = b.act("scale", scores);
     let probs = b.softmax("softmax", scaled);
     let ctx = b.bmm("context", probs, vh, false);
     let merged = b.permute("merge_heads", ctx, &[batch, q_len, d]);
-    (b.linear("out_proj", merged, d), cache)
+    (b.linear("out_proj", merged, d), (kh, vh))
 }
 
 /// BERT-base encoder over `[batch, seq]` token ids.
@@ -309,28 +311,42 @@ pub fn bert_base(batch: usize, seq: usize) -> Graph {
 /// One GPT-2-small decoding step for `[batch, 1]` new tokens with `past` cached tokens:
 /// the new KV cache (concatenated, as an eager engine does) and the logits escape.
 pub fn gpt2_decode(batch: usize, past: usize) -> Graph {
+    gpt2(batch, 1, Some(past))
+}
+
+/// GPT-2-small's prefill of a `[batch, prompt]` prompt: the KV cache of the prompt (every
+/// layer's keys and values) and the last position's logits escape.
+pub fn gpt2_prefill(batch: usize, prompt: usize) -> Graph {
+    gpt2(batch, prompt, None)
+}
+
+/// GPT-2-small over `new` tokens, after `past` cached tokens (inputs after the token
+/// ids: each layer's keys and values) or none. Outputs: the logits of the last position,
+/// then each layer's keys and values.
+fn gpt2(batch: usize, new: usize, past: Option<usize>) -> Graph {
     let (layers, d, heads, ff) = GPT2_SMALL;
     let dh = d / heads;
     let mut b = Builder::new();
-    let ids = b.input(&[batch, 1]);
-    let caches: Vec<(TensorId, TensorId)> = (0..layers)
+    let ids = b.input(&[batch, new]);
+    let caches: Vec<Option<(TensorId, TensorId)>> = (0..layers)
         .map(|_| {
-            (
-                b.input(&[batch, heads, past, dh]),
-                b.input(&[batch, heads, past, dh]),
-            )
+            past.map(|past| {
+                (
+                    b.input(&[batch, heads, past, dh]),
+                    b.input(&[batch, heads, past, dh]),
+                )
+            })
         })
         .collect();
     b.scope("wte");
-    let e = b.gather("token", ids, &[batch, 1, d]);
-    let p = b.gather("position", ids, &[batch, 1, d]);
+    let e = b.gather("token", ids, &[batch, new, d]);
+    let p = b.gather("position", ids, &[batch, new, d]);
     let mut x = b.add("sum", e, p);
     let mut outputs = Vec::new();
     for (l, &kv) in caches.iter().enumerate() {
         b.scope(format!("h.{l}.attn"));
         let h = b.layer_norm("ln_1", x);
-        let (a, cache) = attention(&mut b, h, Some(kv), (batch, 1, d, heads));
-        let (k, v) = cache.expect("decoding keeps a cache");
+        let (a, (k, v)) = attention(&mut b, h, kv, (batch, new, d, heads));
         outputs.extend([k, v]);
         x = b.add("residual", a, x);
         b.scope(format!("h.{l}.mlp"));
@@ -341,6 +357,9 @@ pub fn gpt2_decode(batch: usize, past: usize) -> Graph {
         x = b.add("residual", o, x);
     }
     b.scope("lm_head");
+    if new > 1 {
+        x = b.gather("last_token", x, &[batch, 1, d]);
+    }
     let h = b.layer_norm("ln_f", x);
     let logits = b.linear("logits", h, GPT2_VOCAB);
     outputs.insert(0, logits);

@@ -1,9 +1,11 @@
 //! Workload specs: the architectures, their variants, and the names a spec is written
-//! as on the command line (`resnet50:b1:s128+noscope`, `trace:<file>`, `candle:<model>`).
+//! as on the command line (`resnet50:b1:s128+noscope`, `decode:step`, `trace:<file>`,
+//! `candle:<model>`).
 
 use std::path::PathBuf;
 
 use super::candle::{CandleModel, CandleSpec};
+use super::decode::{DecodeForm, DecodeSpec};
 use super::graph::Graph;
 use super::nets;
 
@@ -109,6 +111,8 @@ pub enum Spec {
         /// Variant.
         variant: Variant,
     },
+    /// LLM decoding: GPT-2-small's prefill and steps, in one of two forms.
+    Decode(DecodeSpec),
     /// A trace recorded by memo-alloc.
     Trace(PathBuf),
     /// A model of the candle engine (needs the `engine` feature to run).
@@ -120,18 +124,24 @@ pub fn valid_names() -> String {
     let nets: Vec<&str> = Net::ALL.iter().map(|n| n.name()).collect();
     let variants: Vec<&str> = Variant::ALL[1..].iter().map(|v| v.suffix()).collect();
     let models: Vec<&str> = CandleModel::ALL.iter().map(|m| m.name()).collect();
+    let forms: Vec<&str> = DecodeForm::ALL.iter().map(|f| f.name()).collect();
     format!(
-        "net[:bN][:sM][{}] with net one of {}; trace:<file>; candle:model[:bN][:sM] with model one of {}",
+        "net[:bN][:sM][{}] with net one of {}; decode:{}[:bN][:sP][:nK]; trace:<file>; candle:model[:bN][:sM] with model one of {}",
         variants.join("|"),
         nets.join(", "),
+        forms.join("|"),
         models.join(", ")
     )
 }
 
 impl Spec {
-    /// Parses `net:bN:sM[+noscope|+divergent|+helpers]` (e.g. `resnet50:b1:s128`), `trace:<path>`
-    /// or `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
+    /// Parses `net:bN:sM[+noscope|+divergent|+helpers]` (e.g. `resnet50:b1:s128`),
+    /// `decode:form[:bN][:sP][:nK]` (e.g. `decode:step`), `trace:<path>` or
+    /// `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
     pub fn parse(s: &str) -> Result<Spec, String> {
+        if let Some(d) = s.strip_prefix("decode:") {
+            return Ok(Spec::Decode(DecodeSpec::parse(d)?));
+        }
         if let Some(path) = s.strip_prefix("trace:") {
             return Ok(Spec::Trace(PathBuf::from(path)));
         }
@@ -194,6 +204,7 @@ impl Spec {
                 size,
                 variant,
             } => format!("{}:b{batch}:s{size}{}", net.name(), variant.suffix()),
+            Spec::Decode(d) => format!("decode:{}", d.name()),
             Spec::Trace(p) => format!("trace:{}", p.display()),
             Spec::Candle(c) => format!("candle:{}", c.name()),
         }
@@ -217,8 +228,9 @@ impl Spec {
     }
 
     /// Whether every pass makes the same allocations as the first, in the same order
-    /// with the same lifetimes: not for `+divergent`, nor for the real engine, whose
-    /// first forward builds lazy state later passes reuse. The `static` allocator serves
+    /// with the same lifetimes: not for `+divergent`, nor for decoding a step per pass
+    /// (each step's cache is longer), nor for the real engine, whose first forward builds
+    /// lazy state later passes reuse. The `static` allocator serves
     /// only such workloads (elsewhere its unchecked slots would overlap live data), and
     /// memo's ratio to it is reported only for them.
     pub fn repeats_exactly(&self) -> bool {
@@ -227,7 +239,10 @@ impl Spec {
             Spec::Net {
                 variant: Variant::Divergent,
                 ..
-            } | Spec::Candle(_)
+            } | Spec::Decode(DecodeSpec {
+                form: DecodeForm::Step,
+                ..
+            }) | Spec::Candle(_)
         )
     }
 }
@@ -259,6 +274,7 @@ mod tests {
             "resnet50:b4:s128",
             "bert:b1:s64+noscope",
             "gpt2:b2:s32+divergent",
+            "decode:request:b1:s16:n4",
         ] {
             assert_eq!(Spec::parse(s).unwrap().name(), s);
         }
@@ -283,6 +299,7 @@ mod tests {
             "+helpers",
             "trace:",
             "bert-mini",
+            "decode:step|request",
         ] {
             assert!(err.contains(name), "{name} in {err}");
         }
@@ -305,6 +322,8 @@ mod tests {
             ("resnet50:b1:s32+helpers", true),
             ("trace:/tmp/x.trace.json", true),
             ("resnet50:b1:s32+divergent", false),
+            ("decode:request:b1:s8:n2", true),
+            ("decode:step:b1:s8:n2", false),
             // The engine's first forward makes one-time allocations: static, serving the
             // i-th allocation of a later pass from the first pass's i-th slot, would hand
             // out slots that overlap live data.

@@ -23,6 +23,7 @@ fn slot(scope: u32, ordinal: u32, size: u64, offset: Option<u64>) -> PlanSlot {
         min_size: None,
         align: 16,
         offset,
+        lifetime: None,
     }
 }
 
