@@ -177,12 +177,12 @@ pub use api::guards::{observe, op, pass, OpGuard, PassGuard};
 pub use api::report::{keys, report, stats, PassReport};
 pub use config::{configure, Config, Mode, Planner};
 pub use format::{files, trace};
-pub use observe::{
-    process_heap, thread_heap, HeapStats, HeapTracker, Profiler, ProfilerOptions, Written,
-};
 /// mimalloc, the backend of [`MemoAlloc::mimalloc`] (feature `mimalloc`).
 #[cfg(feature = "mimalloc")]
 pub use mimalloc::MiMalloc;
+pub use observe::{
+    process_heap, thread_heap, HeapStats, HeapTracker, Profiler, ProfilerOptions, Written,
+};
 pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;
