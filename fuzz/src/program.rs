@@ -120,6 +120,9 @@ impl PlanSpec {
                     min_size: s.smaller.map(|d| size.saturating_sub(d as u64).max(1)),
                     align,
                     offset: s.offset.map(|o| (o as u64 * 16).next_multiple_of(align)),
+                    // No lifetimes: the slots may overlap, and the shadow rules must hold
+                    // whatever the plan says.
+                    lifetime: None,
                 }
             })
             .collect();

@@ -9,7 +9,7 @@ mod common;
 use std::hint::black_box;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -19,23 +19,10 @@ use memo_alloc::{MemoAlloc, PlanRejection};
 #[global_allocator]
 static A: MemoAlloc = MemoAlloc::system();
 
-/// Runs the ignored test `name` of this binary in a child with `env` (and no other
-/// `MEMO_*` variable), whatever its outcome.
+/// Runs the ignored test `name` of this binary in a child with `env` (see
+/// [`common::child_command`]), whatever its outcome.
 fn spawn_child(name: &str, env: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
-    cmd.args([
-        "--ignored",
-        "--exact",
-        name,
-        "--test-threads=1",
-        "--nocapture",
-    ])
-    .env("MEMO_TEST_CHILD", "1");
-    for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("MEMO_") && var != "MEMO_TEST_CHILD" {
-            cmd.env_remove(var);
-        }
-    }
+    let mut cmd = common::child_command(name);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -127,7 +127,6 @@ const MIRI_CHUNKS: usize = 16;
 /// # Safety
 /// `[p, p + len)` is whole pages of the region that the caller owns and no one reads
 /// before writing them again.
-#[cfg(not(loom))]
 pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: the caller's contract; MADV_DONTNEED drops the pages.

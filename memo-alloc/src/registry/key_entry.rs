@@ -281,13 +281,7 @@ impl KeyEntry {
     /// among `window`, never a streak.) Re-profiling a plan that still serves most of its
     /// passes' requests is rate-limited to [`MAX_REPLANS`] times per key; a failing plan
     /// ([`Verdict::Failing`]) is profiled again whatever the count.
-    pub(crate) fn note_divergence(
-        &self,
-        plan: *mut Slabs,
-        c: &PassCounters,
-        window: u32,
-        ratio: f64,
-    ) -> bool {
+    fn note_divergence(&self, plan: *mut Slabs, c: &PassCounters, window: u32, ratio: f64) -> bool {
         if self.state() != KeyState::Planned(plan) {
             return false;
         }

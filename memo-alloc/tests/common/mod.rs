@@ -17,9 +17,10 @@ pub fn is_child() -> bool {
     std::env::var_os("MEMO_TEST_CHILD").is_some()
 }
 
-/// Runs the ignored test `name` of this binary in a child process with `env` set (and no
-/// other `MEMO_*` variable but the backend's, [`BACKEND_ENV`]), and asserts it passed. Returns the child's stderr.
-pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
+/// The command that runs the ignored test `name` of this binary in a child process, with
+/// no `MEMO_*` variable of the caller's but the backend's ([`BACKEND_ENV`]): the child's
+/// configuration is what the test says, not the caller's environment.
+pub fn child_command(name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
     cmd.args([
         "--ignored",
@@ -29,7 +30,6 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
         "--nocapture",
     ])
     .env("MEMO_TEST_CHILD", "1");
-    // The child's configuration is what the test says, not the caller's environment.
     for (var, _) in std::env::vars_os() {
         if var.to_string_lossy().starts_with("MEMO_")
             && var != "MEMO_TEST_CHILD"
@@ -38,6 +38,13 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
             cmd.env_remove(var);
         }
     }
+    cmd
+}
+
+/// Runs the ignored test `name` of this binary in a child process with `env` set (see
+/// [`child_command`]), and asserts it passed. Returns the child's stderr.
+pub fn run_child(name: &str, env: &[(&str, &str)]) -> String {
+    let mut cmd = child_command(name);
     // Plans are made before the profiled pass's guard returns (deterministic counts),
     // unless the test says otherwise.
     cmd.env("MEMO_PLANNER", "inline");
