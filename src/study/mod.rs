@@ -29,6 +29,7 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod folded;
 pub mod groups;
 mod ops;
 mod pass;

@@ -101,6 +101,7 @@ fn run(command: Command) -> Result<(), Failure> {
             dhat,
             perfetto,
             csv,
+            folded,
             largest,
         } => export_cmd::export(
             &trace,
@@ -108,6 +109,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 dhat: dhat.as_deref(),
                 perfetto: perfetto.as_deref(),
                 csv: csv.as_deref(),
+                folded: folded.as_deref(),
             },
             largest,
         ),
