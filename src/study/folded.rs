@@ -5,7 +5,8 @@
 //! outermost inwards (`[op] name`), then its captured call-site frames from the outermost
 //! inwards (when call sites were recorded). Its value is the bytes it allocated: every
 //! allocation record counts, a realloc's new size included, as DHAT's total bytes do.
-//! Lines are sorted by stack, one per distinct stack.
+//! Lines are sorted by stack, one per distinct stack. [`to_flamegraph`] draws them as a
+//! flame graph SVG with the `inferno` crate.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,19 @@ pub fn to_folded(trace: &Trace) -> String {
         out.push_str(&format!("{stack} {bytes}\n"));
     }
     out
+}
+
+/// The flame graph SVG of a checked trace's folded stacks ([`to_folded`]), titled `title`,
+/// widths in allocated bytes; an error names what inferno could not draw.
+pub fn to_flamegraph(trace: &Trace, title: &str) -> Result<Vec<u8>, String> {
+    let folded = to_folded(trace);
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = "bytes".to_string();
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut options, folded.lines(), &mut svg)
+        .map_err(|e| e.to_string())?;
+    Ok(svg)
 }
 
 /// Every scope's stack, outermost first: the pass for a root scope, else its parent's
@@ -79,6 +93,15 @@ mod tests {
              [pass] model;[op] a 164\n\
              [pass] model;[op] b 3000\n"
         );
+    }
+
+    #[test]
+    fn flame_graph_is_an_svg_with_every_frame() {
+        let svg = String::from_utf8(to_flamegraph(&sample(), "sample").unwrap()).unwrap();
+        assert!(svg.contains("<svg"), "{svg}");
+        for frame in ["[pass] model", "[op] a", "[op] b", "sample"] {
+            assert!(svg.contains(frame), "no {frame} in the SVG");
+        }
     }
 
     #[test]

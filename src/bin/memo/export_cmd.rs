@@ -23,6 +23,8 @@ pub struct Outputs<'a> {
     pub csv: Option<&'a Path>,
     /// The folded stacks.
     pub folded: Option<&'a Path>,
+    /// The flame graph SVG.
+    pub flamegraph: Option<&'a Path>,
 }
 
 /// `memo export`: writes each requested file and says what it holds; `largest` is the
@@ -32,10 +34,13 @@ pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failu
         && outputs.perfetto.is_none()
         && outputs.csv.is_none()
         && outputs.folded.is_none()
+        && outputs.flamegraph.is_none()
     {
         return Err(Failure::Usage {
             subcommand: "export",
-            message: "nothing to export: give --dhat, --perfetto, --csv and/or --folded".into(),
+            message:
+                "nothing to export: give --dhat, --perfetto, --csv, --folded and/or --flamegraph"
+                    .into(),
         });
     }
     let trace = load_trace(path)?;
@@ -51,6 +56,9 @@ pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failu
     }
     if let Some(out) = outputs.folded {
         said.push_str(&write_folded(&trace, out)?);
+    }
+    if let Some(out) = outputs.flamegraph {
+        said.push_str(&write_flamegraph(&trace, out)?);
     }
     emit(None, &said)
 }
@@ -105,5 +113,17 @@ fn write_folded(trace: &Trace, out: &Path) -> Result<String, Failure> {
         "folded    {}: {} stacks (feed it to inferno-flamegraph or flamegraph.pl)\n",
         out.display(),
         thousands(text.lines().count() as u64)
+    ))
+}
+
+/// Writes the flame graph SVG; returns the line that says what it holds.
+fn write_flamegraph(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let title = format!("{}: allocated bytes by stack", trace.key);
+    let svg = folded::to_flamegraph(trace, &title)
+        .map_err(|e| Failure::BadFile(format!("{}: {e}", out.display())))?;
+    write_file(out, &svg)?;
+    Ok(format!(
+        "flamegraph {}: allocated bytes by stack (open it in a browser)\n",
+        out.display()
     ))
 }

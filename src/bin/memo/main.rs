@@ -102,6 +102,7 @@ fn run(command: Command) -> Result<(), Failure> {
             perfetto,
             csv,
             folded,
+            flamegraph,
             largest,
         } => export_cmd::export(
             &trace,
@@ -110,6 +111,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 perfetto: perfetto.as_deref(),
                 csv: csv.as_deref(),
                 folded: folded.as_deref(),
+                flamegraph: flamegraph.as_deref(),
             },
             largest,
         ),
