@@ -1,7 +1,8 @@
 //! Allocation-pattern studies of recorded passes: the analysis behind `memo stats` and the
 //! exporters behind `memo export`.
 //!
-//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR`). Time in a trace is an
+//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR` for passes, `MEMO_PROFILE`
+//! or `Profiler` for a whole program). Time in a trace is an
 //! event counter: every allocation, free, realloc, op enter and op exit of the pass is one
 //! tick. The pass is scope 0; every op scope of the trace is one op *instance* (one enter
 //! and one exit).
