@@ -49,12 +49,25 @@ pub(crate) fn seen_in(profile: &Profile, old: &CompiledPlan) -> Vec<Option<Seen>
             let s = &old.slots[i as usize];
             seen[id] = Some(Seen {
                 min: s.min_size(),
-                max: s.size,
+                max: with_headroom(s.size, a.size),
                 align: 1 << s.align_log2,
             });
         }
     }
     seen
+}
+
+/// The size to plan for a key whose old slot held `old` bytes and whose new request asks
+/// `new`: the old size while the request fits it; past it, room for four more steps of
+/// the growth seen, at most up to the next power of two. So a size that grows from pass
+/// to pass (a decoding step's attention over a growing cache) outgrows its slot a few
+/// times, not at every profile, while a size that jitters costs a bounded margin.
+fn with_headroom(old: u64, new: u64) -> u64 {
+    if new <= old {
+        return old;
+    }
+    let room = new.saturating_add((new - old).saturating_mul(4));
+    room.min(new.checked_next_power_of_two().unwrap_or(new))
 }
 
 /// Whether an old slot can be the same key as a new request of `size` bytes.
@@ -158,7 +171,7 @@ mod tests {
         let pb = plan(&b, &seen(&b, &old));
         assert_eq!(
             ranges(&pb),
-            [(1000, 1100), (64, 64), (3900, 4096), (200, 200)]
+            [(1000, 1500), (64, 64), (3900, 4096), (200, 200)]
         );
         // Merging again with either shape changes nothing: converged.
         let again = CompiledPlan::compile(&pb).unwrap();
@@ -173,6 +186,26 @@ mod tests {
         let later = trace(&[1000, 64, 4096]);
         let p = plan(&later, &seen(&later, &old));
         assert_eq!(ranges(&p), [(1000, 1000), (64, 64), (4096, 4096)]);
+    }
+
+    #[test]
+    fn a_slot_that_grows_gets_headroom_up_to_the_next_power_of_two() {
+        // A decoding step's scores over a cache of 65, then 70 tokens (48 bytes a token).
+        let first = trace(&[48 * 65, 64]);
+        let old = CompiledPlan::compile(&plan(&first, &[])).unwrap();
+        let grown = trace(&[48 * 70, 64]);
+        let p = plan(&grown, &seen(&grown, &old));
+        assert_eq!(ranges(&p), [(48 * 65, 4096), (64, 64)]);
+        // Growth within the headroom changes nothing more: converged.
+        let again = CompiledPlan::compile(&p).unwrap();
+        let later = trace(&[48 * 85, 64]);
+        assert_eq!(ranges(&plan(&later, &seen(&later, &again))), ranges(&p));
+        // A size that shrinks keeps the slot as it was.
+        let smaller = trace(&[48 * 60, 64]);
+        assert_eq!(
+            ranges(&plan(&smaller, &seen(&smaller, &old))),
+            [(48 * 60, 48 * 65), (64, 64)]
+        );
     }
 
     #[test]
