@@ -540,7 +540,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 256 }))]
 
         /// Plans of generated passes (reallocs, escapes, lost frees, alignments past a
         /// slab's, a helper context) keep every key with its chain's size and never
