@@ -4,7 +4,7 @@
 //! - [`planner`] ([`memo_planner`]): strategies, lower bounds, validation, formats, heap maps;
 //! - [`alloc`] ([`memo_alloc`]): the `#[global_allocator]`;
 //! - [`study`]: allocation-pattern studies of recorded traces (`memo stats`, and the DHAT,
-//!   Perfetto and CSV exports of `memo export`).
+//!   Perfetto, CSV, folded-stack and flame graph exports of `memo export`).
 //!
 //! The `memo` binary (`cargo run --release --bin memo -- --help`) plans, compares and draws
 //! allocation problems and recorded traces (`plan`, `compare`, `heapmap`), and studies and

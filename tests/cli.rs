@@ -315,6 +315,37 @@ fn export_writes_dhat_perfetto_and_csv() {
 }
 
 #[test]
+fn export_writes_folded_stacks_that_sum_to_the_allocated_bytes_and_a_flame_graph() {
+    let f = tmp("k5.trace.json", TRACE);
+    let out = f.parent().unwrap().join("k5.folded");
+    let svg = f.parent().unwrap().join("k5.svg");
+    let said = stdout(&memo(&[
+        "export",
+        f.to_str().unwrap(),
+        "--folded",
+        out.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
+    ]));
+    assert!(said.contains("stacks"), "{said}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(TRACE).unwrap();
+    let allocated: u64 = trace["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["size"].as_u64().unwrap())
+        .sum();
+    let folded: u64 = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(folded, allocated, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("[pass] ")), "{text}");
+}
+
+#[test]
 fn bad_traces_fail_with_the_file_and_what_is_wrong() {
     let truncated = &TRACE[..TRACE.len() / 2];
     let cases = [

@@ -70,6 +70,43 @@
 //! `/metrics` page), [`report`] one key's plan and counters ([`PassReport`]), [`keys`] the
 //! keys. They serialise with serde.
 //!
+//! # Whole programs and heap assertions
+//! `MEMO_PROFILE=<path>` records every allocation of every thread, from the first
+//! allocation to process exit (written by an `atexit` hook, or on `SIGINT`/`SIGTERM`; a
+//! crash loses it), into a trace every `memo` subcommand reads; [`Profiler`] does the same
+//! from its start to its drop. Each record carries its thread, real time, op scope and
+//! pass, and (sampled: [`ProfilerOptions`]) its call site; the recording's buffers are
+//! capped (`MEMO_PROFILE_MAX_BYTES`), past which it is truncated and says so.
+//!
+//! [`HeapTracker`] counts its own thread's heap ([`HeapStats`]: current and peak bytes and
+//! blocks, allocations, slab share), so tests that run in parallel in one process each
+//! assert on their own; [`thread_heap`] and [`process_heap`] give the thread's and the
+//! process's. A block counts against the thread that allocated it (see [`HeapStats`]).
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+//!
+//! fn handle(request: &[u8]) -> usize {
+//!     let _pass = memo_alloc::pass("request");
+//!     let copy = std::hint::black_box(request.to_vec());
+//!     copy.len()
+//! }
+//!
+//! // "This request allocates at most 2 KiB."
+//! let t = memo_alloc::HeapTracker::start();
+//! handle(&[7; 1000]);
+//! assert!(t.stats().bytes <= 2048);
+//! assert_eq!(t.stats().current_bytes, 0);
+//! drop(t);
+//!
+//! // "This pass replays whole": every allocation of a later pass from its slab.
+//! memo_alloc::wait_for_plans(std::time::Duration::from_secs(10));
+//! let t = memo_alloc::HeapTracker::start();
+//! handle(&[7; 1000]);
+//! assert_eq!(t.stats().slab_share(), 1.0);
+//! ```
+//!
 //! # Backends
 //! What is not served from a slab goes to the backend: allocations outside passes and on
 //! threads that did not enter one, escaping allocations, misses, passes without a plan,
@@ -122,6 +159,7 @@ mod format;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod memory;
+mod observe;
 mod pass;
 mod plan;
 mod profiling;
@@ -142,6 +180,9 @@ pub use format::{files, trace};
 /// mimalloc, the backend of [`MemoAlloc::mimalloc`] (feature `mimalloc`).
 #[cfg(feature = "mimalloc")]
 pub use mimalloc::MiMalloc;
+pub use observe::{
+    process_heap, thread_heap, HeapStats, HeapTracker, Profiler, ProfilerOptions, Written,
+};
 pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;

@@ -1,7 +1,8 @@
 //! Allocation-pattern studies of recorded passes: the analysis behind `memo stats` and the
 //! exporters behind `memo export`.
 //!
-//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR`). Time in a trace is an
+//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR` for passes, `MEMO_PROFILE`
+//! or `Profiler` for a whole program). Time in a trace is an
 //! event counter: every allocation, free, realloc, op enter and op exit of the pass is one
 //! tick. The pass is scope 0; every op scope of the trace is one op *instance* (one enter
 //! and one exit).
@@ -29,6 +30,8 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod folded;
+pub mod groups;
 mod ops;
 mod pass;
 pub mod perfetto;
@@ -40,6 +43,7 @@ use memo_planner::format::problem_to_csv;
 use memo_planner::{align_up, offsets_lower_bound, OffsetStrategy};
 use serde::Serialize;
 
+pub use groups::{Group, ThreadRow, Totals};
 pub use ops::OpRow;
 pub use pass::{op_path, scope_spans, ScopeTimes, Spans};
 
@@ -199,6 +203,12 @@ pub struct Study {
     pub call_sites_captured: bool,
     /// The top call sites by bytes (empty when not captured).
     pub call_sites: Vec<CallSite>,
+    /// What is live at the peak of live bytes, by op and call site, largest first.
+    pub peak_live_set: Vec<Group>,
+    /// The blocks never freed, by op and call site, largest first.
+    pub leaks: Vec<Group>,
+    /// Each thread, for traces that record threads (whole-program profiles).
+    pub threads: Vec<ThreadRow>,
 }
 
 impl Study {
@@ -235,6 +245,9 @@ impl Study {
             shares: Shares::of(&chains, &fates, &chain_of),
             call_sites_captured: trace.allocations.iter().any(|a| a.call_site.is_some()),
             call_sites: top_call_sites(trace, &chains),
+            peak_live_set: groups::peak_live_set(trace),
+            leaks: groups::leaks(trace),
+            threads: groups::threads(trace),
         }
     }
 }
@@ -417,6 +430,7 @@ pub(crate) mod tests {
             realloc_parent: None,
             escaping: free.is_none(),
             call_site: None,
+            when: None,
         }
     }
 
@@ -460,6 +474,7 @@ pub(crate) mod tests {
                 alloc(4, 0, 10, 11, None),
             ],
             uses: Vec::new(),
+            recording: None,
         }
     }
 

@@ -658,7 +658,7 @@ proptest! {
     // so the same 1,000 cases run every time; any regression of the matcher shows in
     // them.
     #![proptest_config(ProptestConfig {
-        cases: 1000,
+        cases: if cfg!(miri) { 4 } else { 1000 },
         rng_seed: proptest::test_runner::RngSeed::Fixed(0x6d65_6d6f),
         failure_persistence: None,
         ..ProptestConfig::default()

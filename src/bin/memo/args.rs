@@ -136,7 +136,7 @@ pub enum Command {
         after_help = EXIT_STATUS_HELP,
         group(
             clap::ArgGroup::new("outputs").required(true).multiple(true)
-                .args(["dhat", "perfetto", "csv"])
+                .args(["dhat", "perfetto", "csv", "folded", "flamegraph"])
         )
     )]
     Export {
@@ -151,6 +151,12 @@ pub enum Command {
         /// Write the pass as a planner problem (minimalloc CSV convention).
         #[arg(long, value_name = "OUT.csv")]
         csv: Option<PathBuf>,
+        /// Write folded stacks (allocated bytes by stack) for flame graph tools.
+        #[arg(long, value_name = "OUT.folded")]
+        folded: Option<PathBuf>,
+        /// Write a flame graph SVG of the allocated bytes by stack (open it in a browser).
+        #[arg(long, value_name = "OUT.svg")]
+        flamegraph: Option<PathBuf>,
         /// Instant events in the Perfetto file for this many of the largest allocations.
         #[arg(long, default_value_t = memomalloc::study::perfetto::LARGEST)]
         largest: usize,

@@ -25,6 +25,7 @@ mod args;
 mod compare_cmd;
 mod export_cmd;
 mod failure;
+mod groups_text;
 mod heapmap_cmd;
 mod input;
 mod output;
@@ -100,6 +101,8 @@ fn run(command: Command) -> Result<(), Failure> {
             dhat,
             perfetto,
             csv,
+            folded,
+            flamegraph,
             largest,
         } => export_cmd::export(
             &trace,
@@ -107,6 +110,8 @@ fn run(command: Command) -> Result<(), Failure> {
                 dhat: dhat.as_deref(),
                 perfetto: perfetto.as_deref(),
                 csv: csv.as_deref(),
+                folded: folded.as_deref(),
+                flamegraph: flamegraph.as_deref(),
             },
             largest,
         ),

@@ -123,6 +123,7 @@ fn render(path: &Path, s: &Study) -> String {
     } else {
         out.push_str("\ncall sites    not captured (record with MEMO_BACKTRACE=1)\n");
     }
+    out.push_str(&crate::groups_text::render(s));
     out
 }
 
