@@ -105,17 +105,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[cold]
     #[inline(never)]
     pub(super) unsafe fn dealloc_slow(&self, path: AllocPath, ptr: *mut u8, layout: Layout) {
-        let path = match path {
-            AllocPath::Fresh => {
-                settle();
-                thread::path()
-            }
-            AllocPath::Observe if !thread::observed_now() => {
-                settle();
-                thread::path()
-            }
-            p => p,
-        };
+        let path = settled_path(path);
         if path == AllocPath::Observe {
             observe::on_free(ptr);
         }
@@ -144,17 +134,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
-        let path = match path {
-            AllocPath::Fresh => {
-                settle();
-                thread::path()
-            }
-            AllocPath::Observe if !thread::observed_now() => {
-                settle();
-                thread::path()
-            }
-            p => p,
-        };
+        let path = settled_path(path);
         let wanted = thread::wanted_and_context().0;
         let observed = path == AllocPath::Observe;
         if observed {
@@ -185,6 +165,22 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
 fn settle() {
     thread::with_bookkeeping(observe::init);
     thread::settle();
+}
+
+/// The path a free or realloc takes: `path` as the thread read it, settled first when
+/// the thread has none yet or its recording ended.
+fn settled_path(path: AllocPath) -> AllocPath {
+    match path {
+        AllocPath::Fresh => {
+            settle();
+            thread::path()
+        }
+        AllocPath::Observe if !thread::observed_now() => {
+            settle();
+            thread::path()
+        }
+        p => p,
+    }
 }
 
 /// Frees own block `ptr` on an observed thread, or records it in a profiled pass: what
