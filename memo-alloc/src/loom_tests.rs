@@ -716,14 +716,13 @@ fn class_publication() {
         let mut s = Signature::default();
         s.note(4096, 8, 256);
         let reader = spawn(move || {
-            own.classes
-                .each()
+            own.each_class()
                 .next()
                 .map(|c| (c.classes.signature(), c.classes.first()))
         });
         let class: &'static KeyEntry = Box::leak(KeyEntry::new("shapes#1", 2).unwrap());
         class.classes.mark_class(&s);
-        assert!(own.classes.add(class, 8));
+        assert!(own.add_class(class, 8));
         if let Some(seen) = reader.join().unwrap() {
             assert_eq!(seen, (s.word(), 4096));
         }

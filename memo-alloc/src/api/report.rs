@@ -121,7 +121,7 @@ pub fn report(key: &str) -> Option<PassReport> {
             admissions_refused: c.admissions_refused.load(r),
             slab_hits: c.slab_hits.load(r),
             misses_by_reason: Misses::from_counts(std::array::from_fn(|i| c.misses[i].load(r))),
-            shape_classes: e.classes.count() as u64 - 1,
+            shape_classes: e.class_count() as u64 - 1,
             ..PassReport::default()
         };
         if let Some(s) = e.summary(|s| s.clone()) {

@@ -78,16 +78,15 @@ fn decide(ctx: &mut Context, cfg: &Config) {
 /// classes already takes no lock.
 fn class_of(own: &'static KeyEntry, ctx: &Context, cfg: &Config) -> &'static KeyEntry {
     let s = &ctx.signature;
-    if let Some(c) = own.classes.find(own, s) {
+    if let Some(c) = own.find_class(s) {
         c.classes.note_match();
         return c;
     }
-    own.classes
-        .close_to(own, s)
+    own.close_class(s)
         .or_else(|| {
-            (own.classes.count() < cfg.max_classes)
+            (own.class_count() < cfg.max_classes)
                 .then(|| registry::class_entry(own, s, cfg.max_classes))
                 .flatten()
         })
-        .unwrap_or_else(|| own.classes.nearest(own, s))
+        .unwrap_or_else(|| own.nearest_class(s))
 }

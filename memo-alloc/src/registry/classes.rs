@@ -24,9 +24,8 @@
 //! [`Config::max_classes`]: crate::Config::max_classes
 
 use crate::registry::divergence::FAILING_RATIO;
-use crate::registry::key_entry::KeyEntry;
 use crate::stats::PassCounters;
-use crate::support::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::support::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// Requests above the lane bound whose sizes and alignments make a signature.
 pub(crate) const SIGNATURE_REQUESTS: u32 = 1;
@@ -39,7 +38,7 @@ pub(crate) const CLOSE_RATIO: f64 = 1.25;
 
 /// How far apart two first sizes are, as a ratio of at least 1 (0 is a shape of its own:
 /// a pass without large requests).
-fn ratio(a: u64, b: u64) -> f64 {
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
     match (a.min(b), a.max(b)) {
         (0, 0) => 1.0,
         (0, _) => f64::INFINITY,
@@ -116,9 +115,6 @@ pub(crate) struct Classes {
     classed: AtomicBool,
     /// Set on a class's entry: it is a class of another key.
     is_class: AtomicBool,
-    /// The classes beyond the key's own, in the order they were made (written under the
-    /// registry's insertion lock, published with Release).
-    entries: [AtomicPtr<KeyEntry>; MAX_CLASSES],
 }
 
 impl Classes {
@@ -203,67 +199,9 @@ impl Classes {
         self.published(s, false);
     }
 
-    /// The key's classes beyond its own.
-    pub(crate) fn each(&self) -> impl Iterator<Item = &'static KeyEntry> + '_ {
-        self.entries.iter().map_while(|e| {
-            // SAFETY: class entries are table entries: leaked and never freed.
-            unsafe { e.load(Ordering::Acquire).as_ref() }
-        })
-    }
-
-    /// Number of classes, the key's own included.
-    pub(crate) fn count(&self) -> usize {
-        1 + self.each().count()
-    }
-
-    /// The class of signature `s` among the key's (`own`: the key's entry), if it has one.
-    pub(crate) fn find(&self, own: &'static KeyEntry, s: &Signature) -> Option<&'static KeyEntry> {
-        let w = s.word();
-        if self.signature() == w {
-            return Some(own);
-        }
-        self.each().find(|c| c.classes.signature() == w)
-    }
-
-    /// The class whose first size is nearest to `s`'s by ratio, when within
-    /// [`CLOSE_RATIO`]: the class a jittered signature belongs to.
-    pub(crate) fn close_to(
-        &self,
-        own: &'static KeyEntry,
-        s: &Signature,
-    ) -> Option<&'static KeyEntry> {
-        let apart = |e: &KeyEntry| ratio(e.classes.first(), s.first());
-        std::iter::once(own)
-            .chain(self.each())
-            .filter(|&e| e.classes.signature() != 0 && apart(e) <= CLOSE_RATIO)
-            .min_by(|&a, &b| apart(a).total_cmp(&apart(b)))
-    }
-
-    /// Past the bound: the class whose first large request is the smallest holding `s`'s,
-    /// else the one with the largest.
-    pub(crate) fn nearest(&self, own: &'static KeyEntry, s: &Signature) -> &'static KeyEntry {
-        let first = |e: &KeyEntry| e.classes.first();
-        let all = || std::iter::once(own).chain(self.each());
-        all()
-            .filter(|&e| first(e) >= s.first())
-            .min_by_key(|&e| first(e))
-            .or_else(|| all().max_by_key(|&e| first(e)))
-            .unwrap_or(own)
-    }
-
-    /// Adds `class` as the key's next class; marks the key classed. `false` when the key
-    /// has `max` classes already. Under the registry's insertion lock.
-    pub(crate) fn add(&self, class: &'static KeyEntry, max: usize) -> bool {
-        let max = max.clamp(1, MAX_CLASSES + 1) - 1;
-        let Some(slot) = self.entries[..max]
-            .iter()
-            .find(|e| e.load(Ordering::Relaxed).is_null())
-        else {
-            return false;
-        };
-        slot.store(class as *const KeyEntry as *mut KeyEntry, Ordering::Release);
+    /// The key's passes are classified from now on (it gained a class).
+    pub(crate) fn set_classed(&self) {
         self.classed.store(true, Ordering::Release);
-        true
     }
 }
 
@@ -292,10 +230,10 @@ mod tests {
         assert_eq!(signature(&[16, 4096]).first(), 4096);
     }
 
-    fn entry(first: u64) -> &'static KeyEntry {
-        let e: &'static KeyEntry = Box::leak(KeyEntry::new("classes-test", 0).unwrap());
-        e.classes.published(&signature(&[first]), false);
-        e
+    fn classes(first: u64) -> Classes {
+        let c = Classes::default();
+        c.published(&signature(&[first]), false);
+        c
     }
 
     #[test]
@@ -309,33 +247,20 @@ mod tests {
     }
 
     #[test]
-    fn a_jittered_signature_belongs_to_the_class_nearest_by_ratio() {
-        let own = entry(40 << 10);
-        let wide = entry(72 << 10);
-        assert!(own.classes.add(wide, 8));
-        let near = |first: u64| own.classes.close_to(own, &signature(&[first]));
-        assert!(std::ptr::eq(near(42 << 10).unwrap(), own));
-        assert!(std::ptr::eq(near(70 << 10).unwrap(), wide));
-        assert!(near(56 << 10).is_none()); // 1.4x from 40 Ki and 1.29x from 72 Ki
-        assert!(own.classes.classed());
-        assert_eq!(own.classes.count(), 2);
-    }
-
-    #[test]
     fn a_replacing_plan_takes_over_the_signature_and_starts_unmatched() {
-        let e = entry(720);
-        let old = e.classes.signature();
-        e.classes.note_match();
+        let e = classes(720);
+        let old = e.signature();
+        e.note_match();
         // A jittered re-profile merged into the plan: its signature stays.
-        e.classes.published(&signature(&[700]), false);
-        assert_eq!(e.classes.signature(), old);
-        assert!(!e.classes.matched());
-        assert!(!e.classes.replaced.load(Ordering::Relaxed));
+        e.published(&signature(&[700]), false);
+        assert_eq!(e.signature(), old);
+        assert!(!e.matched());
+        assert!(!e.replaced.load(Ordering::Relaxed));
         // A plan replacing one no pass matched: its signature is the new profile's.
-        e.classes.published(&signature(&[512]), true);
-        assert_eq!(e.classes.signature(), signature(&[512]).word());
-        assert_eq!(e.classes.first(), 512);
-        assert!(e.classes.replaced.load(Ordering::Relaxed));
+        e.published(&signature(&[512]), true);
+        assert_eq!(e.signature(), signature(&[512]).word());
+        assert_eq!(e.first(), 512);
+        assert!(e.replaced.load(Ordering::Relaxed));
     }
 
     #[test]
@@ -345,11 +270,11 @@ mod tests {
             skipped: 8,
             ..PassCounters::default()
         };
-        let e = entry(512);
-        e.classes.note_replay(&failing, 8);
-        assert!(!e.classes.classed());
-        e.classes.published(&signature(&[64 << 10]), true);
-        e.classes.note_replay(&failing, 8);
-        assert!(e.classes.classed());
+        let e = classes(512);
+        e.note_replay(&failing, 8);
+        assert!(!e.classed());
+        e.published(&signature(&[64 << 10]), true);
+        e.note_replay(&failing, 8);
+        assert!(e.classed());
     }
 }

@@ -82,24 +82,24 @@ pub(crate) fn class_entry(
     max: usize,
 ) -> Option<&'static KeyEntry> {
     INSERT.with(|()| {
-        if let Some(c) = own.classes.find(own, s) {
+        if let Some(c) = own.find_class(s) {
             return Some(c);
         }
-        if let Some(c) = own.classes.close_to(own, s) {
+        if let Some(c) = own.close_class(s) {
             return Some(c);
         }
-        if own.classes.count() >= max {
+        if own.class_count() >= max {
             return None;
         }
         let mut name = String::new();
         name.try_reserve_exact(own.key.len() + 4).ok()?;
         {
             use std::fmt::Write;
-            write!(name, "{}#{}", own.key, own.classes.count()).ok()?;
+            write!(name, "{}#{}", own.key, own.class_count()).ok()?;
         }
         let c = find(&name).or_else(|| insert(&name))?;
         c.classes.mark_class(s);
-        own.classes.add(c, max).then_some(c)
+        own.add_class(c, max).then_some(c)
     })
 }
 
