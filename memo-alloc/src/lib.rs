@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! #[global_allocator]
-//! static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
 //!
 //! fn infer(x: &[f32]) -> Vec<f32> {
 //!     let _pass = memo_alloc::pass("model");          // profile once, replay afterwards
@@ -85,7 +85,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
 //!
 //! fn handle(request: &[u8]) -> usize {
 //!     let _pass = memo_alloc::pass("request");
@@ -110,14 +110,15 @@
 //! # Backends
 //! What is not served from a slab goes to the backend: allocations outside passes and on
 //! threads that did not enter one, escaping allocations, misses, passes without a plan,
-//! and the allocator's own bookkeeping (behind its re-entrancy guard). The backend is
-//! `System` (glibc) with [`MemoAlloc::system`]; with the `jemalloc` feature
-//! [`MemoAlloc::jemalloc`] serves it from jemalloc ([`Jemalloc`], tikv-jemallocator), with
-//! the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc ([`MiMalloc`]):
+//! and the allocator's own bookkeeping (behind its re-entrancy guard). The recommended
+//! backend is jemalloc: [`MemoAlloc::jemalloc`] ([`Jemalloc`], tikv-jemallocator; the
+//! `jemalloc` feature, on by default). [`MemoAlloc::system`] serves it from `System`
+//! (glibc), and with the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc
+//! ([`MiMalloc`]), faster than jemalloc where many blocks escape but with more resident
+//! memory. Without default features the crate builds no C code:
 //!
-//! ```ignore
-//! #[global_allocator]
-//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
+//! ```toml
+//! memo-alloc = { path = "../memomalloc/memo-alloc", default-features = false }
 //! ```
 //!
 //! The slabs, the region, lanes and replay are the same over every backend. The crate's
