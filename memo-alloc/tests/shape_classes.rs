@@ -241,7 +241,9 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
 #[test]
 fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_length() {
     let _g = serial_inline();
-    let m = encoder_with("encoder-4-ops", 400, 300, |len| transformer_in_ops(len, len));
+    let m = encoder_with("encoder-4-ops", 400, 300, |len| {
+        transformer_in_ops(len, len)
+    });
     eprintln!("encoder in ops: {m:?} share {:.4}", m.share());
     assert!(m.share() >= 0.98, "{m:?}");
     assert_eq!(m.profiled, 0, "settled: {m:?}");
