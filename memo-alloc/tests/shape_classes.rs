@@ -251,6 +251,26 @@ fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_le
 }
 
 #[test]
+fn an_encoder_whose_first_large_request_is_the_same_at_every_length_is_told_apart_past_it() {
+    let _g = serial_inline();
+    // An interpreter's table of live tensors: sized by the model, not the length, made
+    // before the first op and kept to the end of the pass.
+    let m = encoder_with("encoder-4-table", 400, 300, |len| {
+        let table = black_box(vec![0u64; 96]);
+        transformer_in_ops(len, len);
+        drop(table);
+    });
+    eprintln!("encoder with a table: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4-table"), 3, "one class per length");
+    // The table is asked for before the decision (on the backend); every request after
+    // it is served from its length's slab.
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(m.misses, reason("no_slab"), "{m:?}");
+    assert_eq!(m.misses, m.passes, "{m:?}");
+}
+
+#[test]
 fn a_decoding_step_whose_cache_grows_settles_apart_from_its_prefill() {
     let _g = serial_inline();
     let (m, prefills) = decode("decode-steps", 40, 30);

@@ -23,7 +23,9 @@ use crate::support::thread;
 /// the re-entrancy guard set.
 pub(crate) fn note_request(ctx: &mut Context, size: u64, align: u64) {
     let cfg = config::config();
-    if ctx.signature.note(size, align, cfg.lanes) {
+    ctx.signature.note(size, align, cfg.lanes);
+    let lead = ctx.pass().entry.map_or(0, |e| e.classes.lead());
+    if ctx.signature.complete(lead) {
         decide(ctx, cfg);
     }
 }
