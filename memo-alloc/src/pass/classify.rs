@@ -6,7 +6,8 @@
 //! decision (`scopes::enter_open`), so that its profile and its replays name the same
 //! scope nodes. Until then the pass runs on the backend, counted: in a replay its
 //! requests before the decision count as misses without a slab. A pass that others can
-//! reach at the decision (a handle, a helper context) stays on the backend.
+//! reach at the decision (a handle, a helper context), or deeper in op scopes than its
+//! context keeps names of (`context::NAMED_DEPTH`), stays on the backend.
 
 use crate::config::{self, Config};
 use crate::pass::context::Context;
@@ -37,13 +38,15 @@ pub(crate) fn note_profiled(signature: &mut Signature, size: u64, align: u64) {
 }
 
 /// Decides the pass of `ctx` (its main context) by its signature. A pass that others can
-/// reach (a handle, a helper) stays on the backend.
+/// reach (a handle, a helper), or too deep in op scopes, stays on the backend.
 fn decide(ctx: &mut Context, cfg: &Config) {
     let pass = ctx.pass();
     if !pass.undecided || ctx.helper.is_some() || ctx.abandoned.is_some() {
         return;
     }
     let alone = pass.alone();
+    // Its class enters the open scopes by name: deeper than the names kept, it cannot.
+    let named = ctx.names_kept();
     let Some(own) = pass.entry else { return };
     let class = class_of(own, ctx, cfg);
     let p = ctx.pass.cast_mut();
@@ -53,7 +56,7 @@ fn decide(ctx: &mut Context, cfg: &Config) {
     // to it is held across this write.
     let state: &mut PassState = unsafe { &mut *p };
     state.undecided = false;
-    if !alone {
+    if !alone || !named {
         return; // stays on the backend, counted
     }
     if !std::ptr::eq(class, own) {
