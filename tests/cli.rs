@@ -346,6 +346,70 @@ fn export_writes_folded_stacks_that_sum_to_the_allocated_bytes_and_a_flame_graph
 }
 
 #[test]
+fn export_writes_a_pprof_profile_of_the_allocated_totals_and_the_peak() {
+    let f = tmp("k6.trace.json", TRACE);
+    let out = f.parent().unwrap().join("k6.pb.gz");
+    let said = stdout(&memo(&[
+        "export",
+        f.to_str().unwrap(),
+        "--pprof",
+        out.to_str().unwrap(),
+    ]));
+    assert!(
+        said.contains("pprof ") && said.contains("3 stacks"),
+        "{said}"
+    );
+    let p = memomalloc::study::pprof::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let sum = |v: usize| p.sample.iter().map(|s| s.value[v]).sum::<i64>();
+    let trace: serde_json::Value = serde_json::from_str(TRACE).unwrap();
+    let records = trace["allocations"].as_array().unwrap();
+    let allocated: i64 = records.iter().map(|a| a["size"].as_i64().unwrap()).sum();
+    assert_eq!(sum(0), records.len() as i64);
+    assert_eq!(sum(1), allocated);
+    let stats = json(&["stats", f.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(sum(3), stats["memory"]["peak_live"].as_i64().unwrap());
+    let at_peak = stats["peak_live_set"].as_array().unwrap();
+    let blocks: i64 = at_peak
+        .iter()
+        .map(|g| g["allocations"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum(2), blocks);
+}
+
+#[test]
+fn export_writes_any_subset_of_its_files_in_one_command() {
+    let f = tmp("k7.trace.json", TRACE);
+    let dir = f.parent().unwrap().join("k7");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flags = [
+        ("--pprof", "k.pb.gz"),
+        ("--folded", "k.folded"),
+        ("--flamegraph", "k.svg"),
+        ("--dhat", "k.dhat.json"),
+        ("--perfetto", "k.perfetto.json"),
+        ("--csv", "k.csv"),
+    ];
+    let subsets: [&[usize]; 4] = [&[0, 1, 2, 3, 4, 5], &[0], &[0, 1, 2], &[5, 3, 0]];
+    for subset in subsets {
+        for (_, name) in flags {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+        let mut args = vec!["export".to_string(), f.to_str().unwrap().to_string()];
+        for &i in subset {
+            args.push(flags[i].0.to_string());
+            args.push(dir.join(flags[i].1).to_str().unwrap().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let said = stdout(&memo(&args));
+        assert_eq!(said.lines().count(), subset.len(), "{said}");
+        for (i, (flag, name)) in flags.iter().enumerate() {
+            let written = dir.join(name).exists();
+            assert_eq!(written, subset.contains(&i), "{flag} in {subset:?}");
+        }
+    }
+}
+
+#[test]
 fn bad_traces_fail_with_the_file_and_what_is_wrong() {
     let truncated = &TRACE[..TRACE.len() / 2];
     let cases = [

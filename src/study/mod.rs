@@ -35,6 +35,8 @@ pub mod groups;
 mod ops;
 mod pass;
 pub mod perfetto;
+pub mod pprof;
+mod stacks;
 
 use std::collections::HashMap;
 

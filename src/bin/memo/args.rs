@@ -131,12 +131,12 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Export a recorded pass for the DHAT viewer, Perfetto, or other planners.
+    /// Export a trace for the DHAT viewer, Perfetto, pprof, flame graph tools or planners.
     #[command(
         after_help = EXIT_STATUS_HELP,
         group(
             clap::ArgGroup::new("outputs").required(true).multiple(true)
-                .args(["dhat", "perfetto", "csv", "folded", "flamegraph"])
+                .args(["dhat", "perfetto", "csv", "folded", "flamegraph", "pprof"])
         )
     )]
     Export {
@@ -157,6 +157,10 @@ pub enum Command {
         /// Write a flame graph SVG of the allocated bytes by stack (open it in a browser).
         #[arg(long, value_name = "OUT.svg")]
         flamegraph: Option<PathBuf>,
+        /// Write a heap profile in pprof's format (gzipped protobuf: allocated and peak
+        /// live objects and bytes by stack) for `go tool pprof`, pprof.me or speedscope.
+        #[arg(long, value_name = "OUT.pb.gz")]
+        pprof: Option<PathBuf>,
         /// Instant events in the Perfetto file for this many of the largest allocations.
         #[arg(long, default_value_t = memomalloc::study::perfetto::LARGEST)]
         largest: usize,

@@ -7,6 +7,7 @@
 //! memo heapmap INPUT [--strategy NAME] [--shared] -o OUT.svg
 //! memo stats   TRACE [--format text|json] [-o OUT]
 //! memo export  TRACE [--dhat OUT.json] [--perfetto OUT.json] [--csv OUT.csv]
+//!              [--folded OUT.folded] [--flamegraph OUT.svg] [--pprof OUT.pb.gz]
 //! ```
 //!
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
@@ -103,6 +104,7 @@ fn run(command: Command) -> Result<(), Failure> {
             csv,
             folded,
             flamegraph,
+            pprof,
             largest,
         } => export_cmd::export(
             &trace,
@@ -112,6 +114,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 csv: csv.as_deref(),
                 folded: folded.as_deref(),
                 flamegraph: flamegraph.as_deref(),
+                pprof: pprof.as_deref(),
             },
             largest,
         ),
