@@ -410,6 +410,81 @@ fn export_writes_any_subset_of_its_files_in_one_command() {
 }
 
 #[test]
+fn diff_compares_two_traces_by_op_largest_change_first() {
+    // B: op a's first buffer grows from 64 to 512 B; the pass's own buffer is gone and op
+    // c (new) makes 50 B.
+    let b_trace = TRACE
+        .replace(r#""size":64,"#, r#""size":512,"#)
+        .replace(
+            r#"{"id":2,"parent":0,"name":"b","occurrence":0,"enter":5,"exit":10}],"#,
+            r#"{"id":2,"parent":0,"name":"b","occurrence":0,"enter":5,"exit":10},
+ {"id":3,"parent":0,"name":"c","occurrence":0,"enter":10,"exit":12}],"#,
+        )
+        .replace(
+            r#""size":10,"align":8,"kind":"alloc","alloc":11,"free":null,"scope":0"#,
+            r#""size":50,"align":8,"kind":"alloc","alloc":11,"free":null,"scope":3"#,
+        );
+    let a = tmp("diff-a.trace.json", TRACE);
+    let b = tmp("diff-b.trace.json", &b_trace);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let v = json(&["diff", a, b, "--format", "json"]);
+    assert_eq!(v["input_a"], a);
+    assert_eq!(v["a"]["totals"]["bytes"], 3174);
+    assert_eq!(v["b"]["totals"]["bytes"], 3662);
+    assert_eq!(v["delta"]["bytes"], 488);
+    let rows: Vec<(String, String, i64)> = v["by_op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["group"].as_str().unwrap().to_string(),
+                r["present"].as_str().unwrap().to_string(),
+                r["delta"]["bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let rows: Vec<(&str, &str, i64)> = rows
+        .iter()
+        .map(|(g, p, d)| (g.as_str(), p.as_str(), *d))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("a", "both", 448),
+            ("c", "b_only", 50),
+            ("(k)", "a_only", -10),
+            ("b", "both", 0)
+        ]
+    );
+    assert_eq!(v["by_op"][0]["a"]["peak_live_bytes"], 100);
+    assert_eq!(v["by_call_site"][0]["group"], "?");
+    let text = stdout(&memo(&["diff", a, b]));
+    for needle in [
+        "A  ",
+        "B - A  0 allocations, +488 bytes, 0 bytes live at the peak",
+        "by op, the largest change first",
+        "by call site: not captured in either trace",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in\n{text}");
+    }
+    let first_row = text.lines().find(|l| l.starts_with("  a ")).unwrap();
+    assert!(first_row.contains("+448"), "{text}");
+    // A malformed trace names the file and what is wrong.
+    let bad = tmp("diff-bad.trace.json", &TRACE[..TRACE.len() / 2]);
+    for format in ["text", "json"] {
+        let o = memo(&["diff", a, bad.to_str().unwrap(), "--format", format]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(o.stdout.is_empty());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("diff-bad.trace.json: not a valid memomalloc trace: EOF"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn bad_traces_fail_with_the_file_and_what_is_wrong() {
     let truncated = &TRACE[..TRACE.len() / 2];
     let cases = [
@@ -593,7 +668,7 @@ fn exact_decides_a_capacity() {
     }
 }
 
-const SUBCOMMANDS: [&str; 5] = ["plan", "compare", "heapmap", "stats", "export"];
+const SUBCOMMANDS: [&str; 6] = ["plan", "compare", "heapmap", "stats", "export", "diff"];
 
 #[test]
 fn help_names_every_subcommand_strategy_and_exit_status() {

@@ -30,6 +30,7 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod diff;
 pub mod folded;
 pub mod groups;
 mod ops;

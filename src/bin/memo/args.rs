@@ -27,7 +27,8 @@ Exit status:
     name = "memo",
     version,
     about = "Plan memory-planning problems and study memomalloc traces: plan, compare, \
-             heapmap (draw a plan), stats (study a trace), export (DHAT, Perfetto, CSV)",
+             heapmap (draw a plan), stats (study a trace), export (DHAT, Perfetto, CSV, \
+             folded stacks, flame graph, pprof), diff (compare two traces)",
     after_help = EXIT_STATUS_HELP
 )]
 pub struct Cli {
@@ -47,7 +48,7 @@ pub enum PlanFormat {
     Csv,
 }
 
-/// Output format of `memo compare` and `memo stats`.
+/// Output format of `memo compare`, `memo stats` and `memo diff`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     /// An aligned table for people.
@@ -124,6 +125,21 @@ pub enum Command {
     Stats {
         /// A memomalloc trace (`MEMO_TRACE_DIR/<key>.<n>.trace.json`).
         trace: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        /// Write the output here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Compare two traces (pass traces or whole-program profiles) by op and by call site:
+    /// allocations, bytes and bytes live at the peak, the largest change first.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Diff {
+        /// The first (baseline) trace.
+        a: PathBuf,
+        /// The second trace, compared with the first.
+        b: PathBuf,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
