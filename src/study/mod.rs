@@ -1,5 +1,5 @@
-//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats` and the
-//! exporters behind `memo export`.
+//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats`, the
+//! exporters behind `memo export` and the comparison behind `memo diff`.
 //!
 //! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR` for passes, `MEMO_PROFILE`
 //! or `Profiler` for a whole program). Time in a trace is an
