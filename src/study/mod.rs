@@ -377,19 +377,28 @@ fn top_call_sites(trace: &Trace, chains: &[Chain]) -> Vec<CallSite> {
     sites
 }
 
+/// Whether frame `f` is the standard library's (or its allocation machinery's).
+fn is_std_frame(f: &str) -> bool {
+    let f = f.trim_start_matches('<');
+    ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
+        .iter()
+        .any(|p| f.starts_with(p))
+}
+
+/// The frames of a call site from the frame that names it ([`site_name`]) outwards: the
+/// innermost frames of the standard library left out, unless every frame is one.
+pub fn site_frames(frames: &[String]) -> &[String] {
+    match frames.iter().position(|f| !is_std_frame(f)) {
+        Some(i) => &frames[i..],
+        None => frames,
+    }
+}
+
 /// The frame that names a call site: the first one outside the standard library, or the
 /// innermost one, or `?` with no frames.
 pub fn site_name(frames: &[String]) -> String {
-    let std_frame = |f: &str| {
-        let f = f.trim_start_matches('<');
-        ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
-            .iter()
-            .any(|p| f.starts_with(p))
-    };
-    frames
-        .iter()
-        .find(|f| !std_frame(f))
-        .or(frames.first())
+    site_frames(frames)
+        .first()
         .cloned()
         .unwrap_or_else(|| "?".to_string())
 }
@@ -601,6 +610,10 @@ pub(crate) mod tests {
         );
         assert_eq!(site_name(&frames(&["core::x"])), "core::x");
         assert_eq!(site_name(&[]), "?");
+        let f = frames(&["<alloc::raw_vec::RawVec<T>>::grow", "app::conv", "main"]);
+        assert_eq!(site_frames(&f), &f[1..]);
+        let all_std = frames(&["core::x", "std::rt"]);
+        assert_eq!(site_frames(&all_std), &all_std[..]);
         let mut t = sample();
         t.allocations[1].call_site = Some(frames(&["app::big"]));
         t.allocations[2].call_site = Some(frames(&["app::grow"]));

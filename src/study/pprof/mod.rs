@@ -1,9 +1,11 @@
 //! A trace as a heap profile in pprof's format (`profile.proto`, gzipped), which
 //! `go tool pprof`, pprof.me and speedscope read.
 //!
-//! One sample per distinct stack (the stack the folded export draws: the pass, its op
-//! scopes, then the captured call-site frames; a record without frames is attributed to its
-//! innermost op scope), with four values, in the order of Go's heap profiles:
+//! One sample per distinct stack, with four values, in the order of Go's heap profiles. A
+//! stack is the pass, its op scopes, then the captured call-site frames down to the call
+//! site (`memo stats`'s: the standard library's allocation frames inside it are left out,
+//! so a stack's leaf, pprof's "flat", is the code that allocated); a record without frames
+//! is attributed to its innermost op scope. The values:
 //! - `alloc_objects` (`count`) and `alloc_space` (`bytes`): every allocation record, a
 //!   realloc's new block included, as DHAT's totals and the folded export count them; they
 //!   sum to the trace's calls and requested bytes (`memo stats`'s `calls`);
@@ -12,8 +14,9 @@
 //!   live set at the peak (`peak_live_set`).
 //!
 //! Every frame is one location with one line naming one function (ids from 1, in the order
-//! of first use); frames carry no addresses, files or line numbers. `inuse_space` is the
-//! default sample type.
+//! of first use); frames carry no addresses, files or line numbers. One mapping, named by
+//! the trace's key (or the recorded program's command line), says the functions are
+//! already symbolized. `inuse_space` is the default sample type.
 
 mod proto;
 
@@ -26,7 +29,7 @@ use flate2::Compression;
 use memo_alloc::trace::Trace;
 use prost::Message;
 
-pub use proto::{Function, Line, Location, Profile, Sample, ValueType};
+pub use proto::{Function, Line, Location, Mapping, Profile, Sample, ValueType};
 
 use super::groups::peak_time;
 use super::pass::record_end;
@@ -47,7 +50,7 @@ pub fn to_profile(trace: &Trace) -> Profile {
     let stacks = Stacks::of(trace);
     let peak = peak_time(trace);
     for (i, a) in trace.allocations.iter().enumerate() {
-        let mut ids: Vec<u64> = stacks.record(i).map(|f| b.location(f)).collect();
+        let mut ids: Vec<u64> = stacks.record_to_site(i).map(|f| b.location(f)).collect();
         ids.reverse();
         let live = a.alloc <= peak && peak < record_end(trace, i);
         let size = i64::try_from(a.size).unwrap_or(i64::MAX);
@@ -162,11 +165,19 @@ impl Builder {
             )),
         ];
         let default_sample_type = self.string("inuse_space");
+        let program = trace.recording.as_ref().and_then(|r| r.program.as_ref());
+        let mapping = vec![Mapping {
+            id: 1,
+            filename: self.string(program.map_or(&trace.key, |p| &p.command)),
+            has_functions: true,
+            ..Mapping::default()
+        }];
         let location = self
             .functions
             .iter()
             .map(|f| Location {
                 id: f.id,
+                mapping_id: 1,
                 line: vec![Line {
                     function_id: f.id,
                     line: 0,
@@ -177,6 +188,7 @@ impl Builder {
         Profile {
             sample_type,
             sample: self.samples,
+            mapping,
             location,
             function: self.functions,
             string_table: self.strings,

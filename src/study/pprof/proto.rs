@@ -1,6 +1,6 @@
 //! The messages of pprof's `profile.proto` that a heap profile uses, as prost messages
-//! (field numbers and types as in the `perftools.profiles` package; the mapping message
-//! and the fields this writer leaves empty are left out, which decoders skip).
+//! (field numbers and types as in the `perftools.profiles` package; the fields this writer
+//! leaves empty are left out, which decoders skip).
 
 /// A profile: its value types, samples, the locations and functions the samples name,
 /// and the string table every string field indexes (`string_table[0]` is `""`).
@@ -12,6 +12,9 @@ pub struct Profile {
     /// One sample per distinct call stack.
     #[prost(message, repeated, tag = "2")]
     pub sample: Vec<Sample>,
+    /// The binaries the locations belong to.
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
     /// The locations the samples' stacks name.
     #[prost(message, repeated, tag = "4")]
     pub location: Vec<Location>,
@@ -60,9 +63,35 @@ pub struct Location {
     /// Its id (not 0).
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    /// Its mapping's id.
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
     /// The functions at the location, the innermost (inlined) first.
     #[prost(message, repeated, tag = "4")]
     pub line: Vec<Line>,
+}
+
+/// A binary: here the one program the trace recorded.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    /// Its id (not 0).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Where it starts in memory.
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    /// Where it ends in memory.
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    /// Its offset in its file.
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    /// Its file name (a string table index).
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    /// Whether its locations' functions are already named (no symbolization needed).
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
 }
 
 /// A function at a location.

@@ -73,7 +73,11 @@ fn the_file_decodes_to_the_traces_totals_and_peak() {
 fn call_site_frames_are_the_leaves_of_their_stacks() {
     let mut t = sample();
     // Innermost first, as captured.
-    t.allocations[1].call_site = Some(vec!["app::leaf".into(), "app::main".into()]);
+    t.allocations[1].call_site = Some(vec![
+        "<alloc::raw_vec::RawVec<T>>::grow_one".into(),
+        "app::leaf".into(),
+        "app::main".into(),
+    ]);
     let p = decode(&to_pprof(&t)).unwrap();
     let samples = named_samples(&p);
     assert!(samples.contains(&(
@@ -81,6 +85,9 @@ fn call_site_frames_are_the_leaves_of_their_stacks() {
         vec![1, 100, 1, 100]
     )));
     assert!(samples.contains(&(vec!["[op] a", "[pass] model"], vec![1, 64, 0, 0])));
+    // The standard library's frames inside the call site are left out.
+    let names = &p.string_table;
+    assert!(!names.iter().any(|n| n.contains("RawVec")), "{names:?}");
 }
 
 #[test]
@@ -99,6 +106,10 @@ fn ids_are_from_one_and_every_reference_resolves() {
     for f in &p.function {
         assert!((f.name as usize) < p.string_table.len());
     }
+    assert_eq!(p.mapping.len(), 1);
+    assert!(p.mapping[0].has_functions);
+    assert_eq!(p.string_table[p.mapping[0].filename as usize], "model");
+    assert!(p.location.iter().all(|l| l.mapping_id == 1));
     // One frame name, one function.
     let mut names: Vec<i64> = p.function.iter().map(|f| f.name).collect();
     names.sort_unstable();
