@@ -3,8 +3,9 @@
 //!
 //! A record's stack is, outermost first: the pass (`[pass] key`), its op scopes from the
 //! outermost inwards (`[op] name`), then its captured call-site frames from the outermost
-//! inwards (when call sites were recorded). Its value is the bytes it allocated: every
-//! allocation record counts, a realloc's new size included, as DHAT's total bytes do.
+//! inwards (when call sites were recorded); a frame holding the separator `;` or a line
+//! break has it replaced by `:`. Its value is the bytes it allocated: every allocation
+//! record counts, a realloc's new size included, as DHAT's total bytes do.
 //! Lines are sorted by stack, one per distinct stack. [`to_flamegraph`] draws them as a
 //! flame graph SVG with the `inferno` crate.
 
@@ -12,25 +13,20 @@ use std::collections::BTreeMap;
 
 use memo_alloc::trace::Trace;
 
-use super::dhat::{op_frame, pass_frame};
+use super::stacks::Stacks;
 
 /// The separator between frames; a frame holding it has it replaced by `:`.
 const SEPARATOR: char = ';';
 
 /// The folded stacks of a checked trace ([`Trace::check`]): allocated bytes by stack.
 pub fn to_folded(trace: &Trace) -> String {
-    let scopes = scope_stacks(trace);
+    let stacks = Stacks::of(trace);
     let mut totals: BTreeMap<String, u64> = BTreeMap::new();
-    for a in &trace.allocations {
-        let mut stack = scopes
-            .get(a.scope as usize)
-            .cloned()
-            .unwrap_or_else(|| frame(&pass_frame(&trace.key)));
-        for f in a.call_site.iter().flatten().rev() {
-            stack.push(SEPARATOR);
-            stack.push_str(&frame(f));
-        }
-        *totals.entry(stack).or_default() += a.size;
+    for (i, a) in trace.allocations.iter().enumerate() {
+        let frames: Vec<String> = stacks.record(i).map(frame).collect();
+        *totals
+            .entry(frames.join(&SEPARATOR.to_string()))
+            .or_default() += a.size;
     }
     let mut out = String::new();
     for (stack, bytes) in totals {
@@ -50,27 +46,6 @@ pub fn to_flamegraph(trace: &Trace, title: &str) -> Result<Vec<u8>, String> {
     inferno::flamegraph::from_lines(&mut options, folded.lines(), &mut svg)
         .map_err(|e| e.to_string())?;
     Ok(svg)
-}
-
-/// Every scope's stack, outermost first: the pass for a root scope, else its parent's
-/// stack and its own op frame.
-fn scope_stacks(trace: &Trace) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(trace.scopes.len());
-    for s in &trace.scopes {
-        let stack = match s.parent {
-            // Parents come first (checked), so their stacks are known.
-            Some(p) if (p as usize) < out.len() => {
-                format!(
-                    "{}{SEPARATOR}{}",
-                    out[p as usize],
-                    frame(&op_frame(&s.name))
-                )
-            }
-            _ => frame(&pass_frame(&trace.key)),
-        };
-        out.push(stack);
-    }
-    out
 }
 
 /// `name` as one frame: no separator inside, no line break.

@@ -1,5 +1,5 @@
-//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats` and the
-//! exporters behind `memo export`.
+//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats`, the
+//! exporters behind `memo export` and the comparison behind `memo diff`.
 //!
 //! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR` for passes, `MEMO_PROFILE`
 //! or `Profiler` for a whole program). Time in a trace is an
@@ -30,11 +30,14 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod diff;
 pub mod folded;
 pub mod groups;
 mod ops;
 mod pass;
 pub mod perfetto;
+pub mod pprof;
+mod stacks;
 
 use std::collections::HashMap;
 
@@ -374,19 +377,28 @@ fn top_call_sites(trace: &Trace, chains: &[Chain]) -> Vec<CallSite> {
     sites
 }
 
+/// Whether frame `f` is the standard library's (or its allocation machinery's).
+fn is_std_frame(f: &str) -> bool {
+    let f = f.trim_start_matches('<');
+    ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
+        .iter()
+        .any(|p| f.starts_with(p))
+}
+
+/// The frames of a call site from the frame that names it ([`site_name`]) outwards: the
+/// innermost frames of the standard library left out, unless every frame is one.
+pub fn site_frames(frames: &[String]) -> &[String] {
+    match frames.iter().position(|f| !is_std_frame(f)) {
+        Some(i) => &frames[i..],
+        None => frames,
+    }
+}
+
 /// The frame that names a call site: the first one outside the standard library, or the
 /// innermost one, or `?` with no frames.
 pub fn site_name(frames: &[String]) -> String {
-    let std_frame = |f: &str| {
-        let f = f.trim_start_matches('<');
-        ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
-            .iter()
-            .any(|p| f.starts_with(p))
-    };
-    frames
-        .iter()
-        .find(|f| !std_frame(f))
-        .or(frames.first())
+    site_frames(frames)
+        .first()
         .cloned()
         .unwrap_or_else(|| "?".to_string())
 }
@@ -598,6 +610,10 @@ pub(crate) mod tests {
         );
         assert_eq!(site_name(&frames(&["core::x"])), "core::x");
         assert_eq!(site_name(&[]), "?");
+        let f = frames(&["<alloc::raw_vec::RawVec<T>>::grow", "app::conv", "main"]);
+        assert_eq!(site_frames(&f), &f[1..]);
+        let all_std = frames(&["core::x", "std::rt"]);
+        assert_eq!(site_frames(&all_std), &all_std[..]);
         let mut t = sample();
         t.allocations[1].call_site = Some(frames(&["app::big"]));
         t.allocations[2].call_site = Some(frames(&["app::grow"]));

@@ -1,11 +1,11 @@
-//! `memo export`: a recorded pass for other tools (DHAT viewer, Perfetto, CSV planners,
-//! flame graph tools).
+//! `memo export`: a trace for other tools (DHAT viewer, Perfetto, CSV planners, flame
+//! graph tools, pprof).
 
 use std::path::Path;
 
 use memo_alloc::trace::Trace;
 use memo_planner::text::thousands;
-use memomalloc::study::{dhat, folded, perfetto, to_csv};
+use memomalloc::study::{dhat, folded, perfetto, pprof, to_csv};
 use serde_json::Value;
 
 use crate::failure::Failure;
@@ -25,6 +25,8 @@ pub struct Outputs<'a> {
     pub folded: Option<&'a Path>,
     /// The flame graph SVG.
     pub flamegraph: Option<&'a Path>,
+    /// The pprof heap profile.
+    pub pprof: Option<&'a Path>,
 }
 
 /// `memo export`: writes each requested file and says what it holds; `largest` is the
@@ -35,11 +37,13 @@ pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failu
         && outputs.csv.is_none()
         && outputs.folded.is_none()
         && outputs.flamegraph.is_none()
+        && outputs.pprof.is_none()
     {
         return Err(Failure::Usage {
             subcommand: "export",
             message:
-                "nothing to export: give --dhat, --perfetto, --csv, --folded and/or --flamegraph"
+                "nothing to export: give --dhat, --perfetto, --csv, --folded, --flamegraph and/or \
+                 --pprof"
                     .into(),
         });
     }
@@ -59,6 +63,9 @@ pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failu
     }
     if let Some(out) = outputs.flamegraph {
         said.push_str(&write_flamegraph(&trace, out)?);
+    }
+    if let Some(out) = outputs.pprof {
+        said.push_str(&write_pprof(&trace, out)?);
     }
     emit(None, &said)
 }
@@ -124,6 +131,19 @@ fn write_flamegraph(trace: &Trace, out: &Path) -> Result<String, Failure> {
     write_file(out, &svg)?;
     Ok(format!(
         "flamegraph {}: allocated bytes by stack (open it in a browser)\n",
+        out.display()
+    ))
+}
+
+/// Writes the pprof heap profile; returns the line that says what it holds.
+fn write_pprof(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let profile = pprof::to_profile(trace);
+    write_file(out, &pprof::encode(&profile))?;
+    Ok(format!(
+        "pprof     {}: {} stacks, {} frames (go tool pprof -top {})\n",
+        out.display(),
+        thousands(profile.sample.len() as u64),
+        thousands(profile.location.len() as u64),
         out.display()
     ))
 }

@@ -7,6 +7,8 @@
 //! memo heapmap INPUT [--strategy NAME] [--shared] -o OUT.svg
 //! memo stats   TRACE [--format text|json] [-o OUT]
 //! memo export  TRACE [--dhat OUT.json] [--perfetto OUT.json] [--csv OUT.csv]
+//!              [--folded OUT.folded] [--flamegraph OUT.svg] [--pprof OUT.pb.gz]
+//! memo diff    A B [--format text|json] [-o OUT]
 //! ```
 //!
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
@@ -23,6 +25,7 @@
 
 mod args;
 mod compare_cmd;
+mod diff_cmd;
 mod export_cmd;
 mod failure;
 mod groups_text;
@@ -96,6 +99,12 @@ fn run(command: Command) -> Result<(), Failure> {
             format,
             output,
         } => stats_cmd::stats(&trace, format, output.as_deref()),
+        Command::Diff {
+            a,
+            b,
+            format,
+            output,
+        } => diff_cmd::diff_cmd(&a, &b, format, output.as_deref()),
         Command::Export {
             trace,
             dhat,
@@ -103,6 +112,7 @@ fn run(command: Command) -> Result<(), Failure> {
             csv,
             folded,
             flamegraph,
+            pprof,
             largest,
         } => export_cmd::export(
             &trace,
@@ -112,6 +122,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 csv: csv.as_deref(),
                 folded: folded.as_deref(),
                 flamegraph: flamegraph.as_deref(),
+                pprof: pprof.as_deref(),
             },
             largest,
         ),
