@@ -79,6 +79,44 @@ fn a_profiler_records_every_thread_with_scopes_and_time() {
     drop(kept);
 }
 
+/// A pass carried to other threads (a moved `Pass`, as an async task's, and a helper
+/// context of a `PassHandle`) is the scope of what those threads allocate for it.
+#[test]
+fn passes_entered_on_other_threads_are_their_allocations_scopes() {
+    let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp("carried.json");
+    let profiler = Profiler::start(&path);
+    let moved = memo_alloc::Pass::new("observe/moved");
+    std::thread::spawn(move || {
+        let _in = moved.enter();
+        drop(std::hint::black_box(vec![0u8; 7001]));
+    })
+    .join()
+    .unwrap();
+    {
+        let _pass = memo_alloc::pass("observe/handled");
+        let handle = memo_alloc::current().expect("inside a pass");
+        std::thread::spawn(move || {
+            handle.in_scope(3, || drop(std::hint::black_box(vec![0u8; 9001])))
+        })
+        .join()
+        .unwrap();
+    }
+    profiler.finish().expect("written");
+    let trace = files::read_trace(&path).expect("reads back");
+    trace.check().expect("checks");
+    let scope_of = |size: u64| {
+        let a = trace
+            .allocations
+            .iter()
+            .find(|a| a.size == size)
+            .expect("recorded");
+        trace.scopes[a.scope as usize].name.clone()
+    };
+    assert_eq!(scope_of(7001), "observe/moved");
+    assert_eq!(scope_of(9001), "observe/handled");
+}
+
 #[test]
 fn a_second_profiler_does_not_record_while_one_runs() {
     let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
