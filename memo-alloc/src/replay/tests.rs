@@ -579,7 +579,7 @@ fn hand_out_and_free(at: &[(u64, u64)], ops: &[(bool, usize)]) {
             // SAFETY: slot `s` is live in `inst`, freed once.
             unsafe { free(inst.cast(), i.base().add(at[s].0 as usize)) };
         }
-        let mut seen = i.live_slots();
+        let mut seen = i.live_slots().expect("memory for the list");
         seen.sort_unstable();
         let mut want: Vec<u32> = live.iter().map(|&s| s as u32).collect();
         want.sort_unstable();
