@@ -4,12 +4,11 @@ use std::path::Path;
 
 use memo_planner::text::thousands;
 use memomalloc::study::diff::{diff, Diff, DiffRow, Figures, Presence};
-use serde_json::Value;
 
 use crate::args::ReportFormat;
 use crate::failure::Failure;
 use crate::input::load_trace;
-use crate::output::{emit, pretty_json};
+use crate::output::{emit, pretty_json_after_inputs};
 use crate::table::Table;
 
 /// Rows of each table in the text report (the JSON has them all).
@@ -25,23 +24,10 @@ pub fn diff_cmd(
     let (ta, tb) = (load_trace(a)?, load_trace(b)?);
     let d = diff(&ta, &tb);
     let text = match format {
-        ReportFormat::Json => diff_json(a, b, &d)?,
+        ReportFormat::Json => pretty_json_after_inputs(&[("input_a", a), ("input_b", b)], &d)?,
         ReportFormat::Text => render(a, b, &d),
     };
     emit(output, &text)
-}
-
-/// The comparison as JSON, after the two traces' paths (`input_a`, `input_b`).
-fn diff_json(a: &Path, b: &Path, d: &Diff) -> Result<String, Failure> {
-    let mut doc = serde_json::Map::new();
-    doc.insert("input_a".into(), Value::from(a.display().to_string()));
-    doc.insert("input_b".into(), Value::from(b.display().to_string()));
-    let fields = serde_json::to_value(d)
-        .map_err(|e| Failure::Failed(format!("internal error: cannot write JSON: {e}")))?;
-    if let Value::Object(m) = fields {
-        doc.extend(m);
-    }
-    pretty_json(&Value::Object(doc))
 }
 
 /// `v` with its sign and thousands separators; `0` unsigned.
