@@ -7,7 +7,7 @@
 use std::thread;
 
 #[global_allocator]
-static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
 
 /// A toy model: a few dense layers with ReLU, allocating like a Rust engine does.
 struct Model {

@@ -315,6 +315,176 @@ fn export_writes_dhat_perfetto_and_csv() {
 }
 
 #[test]
+fn export_writes_folded_stacks_that_sum_to_the_allocated_bytes_and_a_flame_graph() {
+    let f = tmp("k5.trace.json", TRACE);
+    let out = f.parent().unwrap().join("k5.folded");
+    let svg = f.parent().unwrap().join("k5.svg");
+    let said = stdout(&memo(&[
+        "export",
+        f.to_str().unwrap(),
+        "--folded",
+        out.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
+    ]));
+    assert!(said.contains("stacks"), "{said}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(TRACE).unwrap();
+    let allocated: u64 = trace["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["size"].as_u64().unwrap())
+        .sum();
+    let folded: u64 = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(folded, allocated, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("[pass] ")), "{text}");
+}
+
+#[test]
+fn export_writes_a_pprof_profile_of_the_allocated_totals_and_the_peak() {
+    let f = tmp("k6.trace.json", TRACE);
+    let out = f.parent().unwrap().join("k6.pb.gz");
+    let said = stdout(&memo(&[
+        "export",
+        f.to_str().unwrap(),
+        "--pprof",
+        out.to_str().unwrap(),
+    ]));
+    assert!(
+        said.contains("pprof ") && said.contains("3 stacks"),
+        "{said}"
+    );
+    let p = memomalloc::study::pprof::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let sum = |v: usize| p.sample.iter().map(|s| s.value[v]).sum::<i64>();
+    let trace: serde_json::Value = serde_json::from_str(TRACE).unwrap();
+    let records = trace["allocations"].as_array().unwrap();
+    let allocated: i64 = records.iter().map(|a| a["size"].as_i64().unwrap()).sum();
+    assert_eq!(sum(0), records.len() as i64);
+    assert_eq!(sum(1), allocated);
+    let stats = json(&["stats", f.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(sum(3), stats["memory"]["peak_live"].as_i64().unwrap());
+    let at_peak = stats["peak_live_set"].as_array().unwrap();
+    let blocks: i64 = at_peak
+        .iter()
+        .map(|g| g["allocations"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum(2), blocks);
+}
+
+#[test]
+fn export_writes_any_subset_of_its_files_in_one_command() {
+    let f = tmp("k7.trace.json", TRACE);
+    let dir = f.parent().unwrap().join("k7");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flags = [
+        ("--pprof", "k.pb.gz"),
+        ("--folded", "k.folded"),
+        ("--flamegraph", "k.svg"),
+        ("--dhat", "k.dhat.json"),
+        ("--perfetto", "k.perfetto.json"),
+        ("--csv", "k.csv"),
+    ];
+    let subsets: [&[usize]; 4] = [&[0, 1, 2, 3, 4, 5], &[0], &[0, 1, 2], &[5, 3, 0]];
+    for subset in subsets {
+        for (_, name) in flags {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+        let mut args = vec!["export".to_string(), f.to_str().unwrap().to_string()];
+        for &i in subset {
+            args.push(flags[i].0.to_string());
+            args.push(dir.join(flags[i].1).to_str().unwrap().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let said = stdout(&memo(&args));
+        assert_eq!(said.lines().count(), subset.len(), "{said}");
+        for (i, (flag, name)) in flags.iter().enumerate() {
+            let written = dir.join(name).exists();
+            assert_eq!(written, subset.contains(&i), "{flag} in {subset:?}");
+        }
+    }
+}
+
+#[test]
+fn diff_compares_two_traces_by_op_largest_change_first() {
+    // B: op a's first buffer grows from 64 to 512 B; the pass's own buffer is gone and op
+    // c (new) makes 50 B.
+    let b_trace = TRACE
+        .replace(r#""size":64,"#, r#""size":512,"#)
+        .replace(
+            r#"{"id":2,"parent":0,"name":"b","occurrence":0,"enter":5,"exit":10}],"#,
+            r#"{"id":2,"parent":0,"name":"b","occurrence":0,"enter":5,"exit":10},
+ {"id":3,"parent":0,"name":"c","occurrence":0,"enter":10,"exit":12}],"#,
+        )
+        .replace(
+            r#""size":10,"align":8,"kind":"alloc","alloc":11,"free":null,"scope":0"#,
+            r#""size":50,"align":8,"kind":"alloc","alloc":11,"free":null,"scope":3"#,
+        );
+    let a = tmp("diff-a.trace.json", TRACE);
+    let b = tmp("diff-b.trace.json", &b_trace);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let v = json(&["diff", a, b, "--format", "json"]);
+    assert_eq!(v["input_a"], a);
+    assert_eq!(v["a"]["totals"]["bytes"], 3174);
+    assert_eq!(v["b"]["totals"]["bytes"], 3662);
+    assert_eq!(v["delta"]["bytes"], 488);
+    let rows: Vec<(String, String, i64)> = v["by_op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["group"].as_str().unwrap().to_string(),
+                r["present"].as_str().unwrap().to_string(),
+                r["delta"]["bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let rows: Vec<(&str, &str, i64)> = rows
+        .iter()
+        .map(|(g, p, d)| (g.as_str(), p.as_str(), *d))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("a", "both", 448),
+            ("c", "b_only", 50),
+            ("(k)", "a_only", -10),
+            ("b", "both", 0)
+        ]
+    );
+    assert_eq!(v["by_op"][0]["a"]["peak_live_bytes"], 100);
+    assert_eq!(v["by_call_site"][0]["group"], "?");
+    let text = stdout(&memo(&["diff", a, b]));
+    for needle in [
+        "A  ",
+        "B - A  0 allocations, +488 bytes, 0 bytes live at the peak",
+        "by op, the largest change first",
+        "by call site: not captured in either trace",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in\n{text}");
+    }
+    let first_row = text.lines().find(|l| l.starts_with("  a ")).unwrap();
+    assert!(first_row.contains("+448"), "{text}");
+    // A malformed trace names the file and what is wrong.
+    let bad = tmp("diff-bad.trace.json", &TRACE[..TRACE.len() / 2]);
+    for format in ["text", "json"] {
+        let o = memo(&["diff", a, bad.to_str().unwrap(), "--format", format]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(o.stdout.is_empty());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("diff-bad.trace.json: not a valid memomalloc trace: EOF"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn bad_traces_fail_with_the_file_and_what_is_wrong() {
     let truncated = &TRACE[..TRACE.len() / 2];
     let cases = [
@@ -498,7 +668,7 @@ fn exact_decides_a_capacity() {
     }
 }
 
-const SUBCOMMANDS: [&str; 5] = ["plan", "compare", "heapmap", "stats", "export"];
+const SUBCOMMANDS: [&str; 6] = ["plan", "compare", "heapmap", "stats", "export", "diff"];
 
 #[test]
 fn help_names_every_subcommand_strategy_and_exit_status() {

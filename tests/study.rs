@@ -2,7 +2,8 @@
 //! small multi-op pass with call sites, and checks what `memo stats` and `memo export`
 //! make of it: the DHAT file against every field the viewer requires (and, when node and
 //! valgrind are installed, against valgrind's own `dh_view.js` parser), the Perfetto file
-//! for balanced slices, the CSV against the planner's reader.
+//! for balanced slices, the CSV against the planner's reader, the pprof profile against
+//! the trace's totals and peak.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::sync::OnceLock;
 
 use memo_alloc::trace::Trace;
 use memo_alloc::{configure, op, pass, Config, Mode};
-use memomalloc::study::{dhat, perfetto, Study};
+use memomalloc::study::{dhat, perfetto, pprof, Study};
 use serde_json::Value;
 
 #[global_allocator]
@@ -449,4 +450,35 @@ fn stats_and_heapmap_of_the_recorded_trace() {
         assert!(svg.contains(&format!(">{op}<")), "{op} not in the legend");
     }
     assert!(svg.contains("coloured by op"));
+}
+
+#[test]
+fn pprof_export_of_a_recorded_trace_sums_to_its_calls_and_peak() {
+    let out = work_dir().join("study.pb.gz");
+    let o = memo(&[
+        "export",
+        recorded().to_str().unwrap(),
+        "--pprof",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = pprof::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let s = Study::of(&trace());
+    let sum = |v: usize| p.sample.iter().map(|x| x.value[v]).sum::<i64>();
+    let calls = s.calls.alloc + s.calls.alloc_zeroed + s.calls.realloc;
+    assert_eq!(sum(0), calls as i64);
+    assert_eq!(sum(1), s.calls.bytes as i64);
+    assert_eq!(sum(3), s.memory.peak_live as i64);
+    // Every record has call-site frames: every stack's leaf is one of them, and its root
+    // is the pass.
+    let name = |id: u64| {
+        let l = p.location.iter().find(|l| l.id == id).unwrap();
+        let f = p.function.iter().find(|f| f.id == l.line[0].function_id);
+        p.string_table[f.unwrap().name as usize].clone()
+    };
+    for x in &p.sample {
+        let leaf = name(x.location_id[0]);
+        assert!(!leaf.starts_with('['), "{leaf}");
+        assert_eq!(name(*x.location_id.last().unwrap()), "[pass] study-test");
+    }
 }

@@ -105,6 +105,11 @@ pub struct Config {
     /// 0: none, every request matched to a slot; else a power of two from 16 to 4096).
     /// See the crate's `lanes` module.
     pub lanes: u64,
+    /// Most shape classes of one pass key, its own included (`MEMO_MAX_CLASSES`; default
+    /// 8, at most 17; 1: none). A key whose passes come in several shapes gets a plan per
+    /// shape, told apart by the sizes of each pass's first large requests; see the crate's
+    /// documentation of shape classes.
+    pub max_classes: usize,
 }
 
 impl Default for Config {
@@ -122,6 +127,7 @@ impl Default for Config {
             replan_miss_ratio: 0.05,
             miss_window: 3,
             lanes: 256,
+            max_classes: 8,
         }
     }
 }
@@ -250,6 +256,12 @@ impl Config {
                     Ok(n) if n > 0 => *field = n,
                     _ => eprintln!("memomalloc: {var}={v:?} is not a positive number"),
                 }
+            }
+        }
+        if let Ok(v) = std::env::var("MEMO_MAX_CLASSES") {
+            match v.trim().parse::<usize>() {
+                Ok(n) if (1..=17).contains(&n) => c.max_classes = n,
+                _ => eprintln!("memomalloc: MEMO_MAX_CLASSES={v:?} is not a number from 1 to 17"),
             }
         }
         if let Ok(v) = std::env::var("MEMO_LANES") {

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! #[global_allocator]
-//! static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
 //!
 //! fn infer(x: &[f32]) -> Vec<f32> {
 //!     let _pass = memo_alloc::pass("model");          // profile once, replay afterwards
@@ -70,17 +70,55 @@
 //! `/metrics` page), [`report`] one key's plan and counters ([`PassReport`]), [`keys`] the
 //! keys. They serialise with serde.
 //!
+//! # Whole programs and heap assertions
+//! `MEMO_PROFILE=<path>` records every allocation of every thread, from the first
+//! allocation to process exit (written by an `atexit` hook, or on `SIGINT`/`SIGTERM`; a
+//! crash loses it), into a trace every `memo` subcommand reads; [`Profiler`] does the same
+//! from its start to its drop. Each record carries its thread, real time, op scope and
+//! pass, and (sampled: [`ProfilerOptions`]) its call site; the recording's buffers are
+//! capped (`MEMO_PROFILE_MAX_BYTES`), past which it is truncated and says so.
+//!
+//! [`HeapTracker`] counts its own thread's heap ([`HeapStats`]: current and peak bytes and
+//! blocks, allocations, slab share), so tests that run in parallel in one process each
+//! assert on their own; [`thread_heap`] and [`process_heap`] give the thread's and the
+//! process's. A block counts against the thread that allocated it (see [`HeapStats`]).
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
+//!
+//! fn handle(request: &[u8]) -> usize {
+//!     let _pass = memo_alloc::pass("request");
+//!     let copy = std::hint::black_box(request.to_vec());
+//!     copy.len()
+//! }
+//!
+//! // "This request allocates at most 2 KiB."
+//! let t = memo_alloc::HeapTracker::start();
+//! handle(&[7; 1000]);
+//! assert!(t.stats().bytes <= 2048);
+//! assert_eq!(t.stats().current_bytes, 0);
+//! drop(t);
+//!
+//! // "This pass replays whole": every allocation of a later pass from its slab.
+//! memo_alloc::wait_for_plans(std::time::Duration::from_secs(10));
+//! let t = memo_alloc::HeapTracker::start();
+//! handle(&[7; 1000]);
+//! assert_eq!(t.stats().slab_share(), 1.0);
+//! ```
+//!
 //! # Backends
 //! What is not served from a slab goes to the backend: allocations outside passes and on
 //! threads that did not enter one, escaping allocations, misses, passes without a plan,
-//! and the allocator's own bookkeeping (behind its re-entrancy guard). The backend is
-//! `System` (glibc) with [`MemoAlloc::system`]; with the `jemalloc` feature
-//! [`MemoAlloc::jemalloc`] serves it from jemalloc ([`Jemalloc`], tikv-jemallocator), with
-//! the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc ([`MiMalloc`]):
+//! and the allocator's own bookkeeping (behind its re-entrancy guard). The recommended
+//! backend is jemalloc: [`MemoAlloc::jemalloc`] ([`Jemalloc`], tikv-jemallocator; the
+//! `jemalloc` feature, on by default). [`MemoAlloc::system`] serves it from `System`
+//! (glibc), and with the `mimalloc` feature [`MemoAlloc::mimalloc`] from mimalloc
+//! ([`MiMalloc`]), faster than jemalloc where many blocks escape but with more resident
+//! memory. Without default features the crate builds no C code:
 //!
-//! ```ignore
-//! #[global_allocator]
-//! static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
+//! ```toml
+//! memo-alloc = { path = "../memomalloc/memo-alloc", default-features = false }
 //! ```
 //!
 //! The slabs, the region, lanes and replay are the same over every backend. The crate's
@@ -122,6 +160,7 @@ mod format;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod memory;
+mod observe;
 mod pass;
 mod plan;
 mod profiling;
@@ -142,6 +181,9 @@ pub use format::{files, trace};
 /// mimalloc, the backend of [`MemoAlloc::mimalloc`] (feature `mimalloc`).
 #[cfg(feature = "mimalloc")]
 pub use mimalloc::MiMalloc;
+pub use observe::{
+    process_heap, thread_heap, HeapStats, HeapTracker, Profiler, ProfilerOptions, Written,
+};
 pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;

@@ -34,7 +34,9 @@
 //! free fails `park_with_a_cell_elsewhere`;
 //! a replayed pass noting its divergence window after releasing its plan (so that a
 //! successor allocated where the freed plan was is marked stale by the old plan's pass)
-//! fails `failing_replay_racing_eviction_and_publication`.
+//! fails `failing_replay_racing_eviction_and_publication`;
+//! a shape class published to its key's class table with a `Relaxed` store, or read
+//! from it with a `Relaxed` load, fails `class_publication`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -48,7 +50,7 @@ use crate::format::trace::{
 };
 use crate::memory::run_stack::{Run, RunStack};
 use crate::registry::reclaim::Reclaimer;
-use crate::registry::{KeyEntry, KeyState};
+use crate::registry::{KeyEntry, KeyState, Signature};
 use crate::replay::slab::compile::{CompiledPlan, Slot};
 use crate::replay::slab::instance::Instance;
 use crate::replay::slab::pool::Slabs;
@@ -699,6 +701,30 @@ fn run_stack_hands_every_run_over_once() {
         for node in nodes {
             // SAFETY: the boxes made above, each freed once; the stack is done with them.
             drop(unsafe { Box::from_raw(node as *mut std::mem::MaybeUninit<Run>) });
+        }
+    });
+}
+
+/// A shape class published to its key's class table (under the registry's insertion lock,
+/// which no reader takes) is seen whole by a pass classifying itself at the same time:
+/// the class the reader finds has the signature and first size it was made with, never
+/// the zeroes of an entry not yet written.
+#[test]
+fn class_publication() {
+    model(|| {
+        let own: &'static KeyEntry = Box::leak(KeyEntry::new("shapes", 1).unwrap());
+        let mut s = Signature::default();
+        s.note(4096, 8, 256);
+        let reader = spawn(move || {
+            own.each_class()
+                .next()
+                .map(|c| (c.classes.signature(), c.classes.first()))
+        });
+        let class: &'static KeyEntry = Box::leak(KeyEntry::new("shapes#1", 2).unwrap());
+        class.classes.mark_class(&s);
+        assert!(own.add_class(class, 8));
+        if let Some(seen) = reader.join().unwrap() {
+            assert_eq!(seen, (s.word(), 4096));
         }
     });
 }

@@ -101,11 +101,12 @@ static CHURN: RwLock<()> = RwLock::new(());
 fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let cfg = Config::default()
+        let mut cfg = Config::default()
             .with_strategy(memo_planner::OffsetStrategy::GreedyBySize)
             .with_planner(memo_alloc::Planner::Inline)
             .with_max_plans(64)
             .with_lanes(lanes());
+        cfg.max_classes = if classes() { 8 } else { 1 };
         assert!(
             memo_alloc::configure(cfg),
             "configuration fixed before the first pass"
@@ -140,6 +141,13 @@ fn lanes() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// Whether keys get shape classes in this run: only in the child of
+/// [`generated_programs_changing_shape_class`] (`SHADOW_CLASSES`). Elsewhere a key's
+/// passes all use the key's own plan, which its counters are checked against.
+fn classes() -> bool {
+    std::env::var_os("SHADOW_CLASSES").is_some()
 }
 
 fn scaled(release: u32) -> u32 {
@@ -836,6 +844,12 @@ fn check_case(
                 }
             }
 
+            if classes() {
+                // A pass may have been profiled or replayed by a shape class of the key,
+                // `<key>#<n>`, or begun on the backend before its class was known: its
+                // blocks and checksums are checked, not the key's counters.
+                continue;
+            }
             // The counters.
             let profiled = r.passes_profiled - r0.passes_profiled;
             let replayed = r.passes_replayed - r0.passes_replayed;
@@ -1033,6 +1047,9 @@ fn run_proptest(a: &'static Alloc, prefix: &str, shape: Shape, cases: u32) {
         get(&totals.on_backend),
     );
     assert!(n >= cases as usize);
+    if classes() {
+        return; // the counters are the classes' (see `check_case`)
+    }
     assert!(
         get(&totals.on_backend) * 50 <= n,
         "the plan cache kept {} runs of {n} programs on the backend",
@@ -1088,6 +1105,37 @@ fn generated_programs_with_lanes() {
         out.status
     );
     assert!(stderr.contains("slab hits"), "{stderr}");
+}
+
+/// The generated programs again with shape classes (half the cases), in a child
+/// process: the divergences that change a program's first sizes found classes of its
+/// key, route its passes to them and replace them, and no block overlaps another
+/// whichever class serves it; the passes changing shape class among a few shapes of one
+/// key (`passes_changing_shape_class_never_overlap`) run there too.
+#[test]
+fn generated_programs_changing_shape_class() {
+    if lanes() > 0 || classes() {
+        return; // a child
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "generated_programs_with_divergences",
+            "generated_small_programs_with_divergences",
+            "passes_changing_shape_class_never_overlap",
+            "--nocapture",
+        ])
+        .env("SHADOW_CLASSES", "1")
+        .env("SHADOW_CASES_SCALE", "2")
+        .output()
+        .expect("spawn the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("3 passed"),
+        "with shape classes ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
 }
 
 #[test]
@@ -1500,6 +1548,15 @@ fn slab_blocks_outliving_their_passes_are_demoted_not_pooled() {
     assert_eq!(d.1.slab_instances, 3);
 }
 
+/// The key of program `i` of [`concurrent_passes_of_one_key_free_each_others_blocks`]:
+/// kept in a static rather than leaked, so that a LeakSanitizer run of this binary reports
+/// only what the allocator leaks (the registry copies a key's name; nothing keeps a leaked
+/// box reachable).
+fn concurrent_key(i: usize) -> &'static str {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    &KEYS.get_or_init(|| (0..24).map(|i| format!("shadow/concurrent/{i}")).collect())[i]
+}
+
 /// Several threads replay the same keys at once (one slab per concurrent pass), and free
 /// each other's kept blocks in the middle of their own passes.
 #[test]
@@ -1518,7 +1575,7 @@ fn concurrent_passes_of_one_key_free_each_others_blocks() {
     let hits0 = memo_alloc::stats().slab_hits;
     for program in 0..24 {
         let case = strategy.new_tree(&mut runner).unwrap().current();
-        let key: &'static str = Box::leak(format!("shadow/concurrent/{program}").into_boxed_str());
+        let key = concurrent_key(program);
         // Profile on this thread.
         let out = execute(
             &HAND,
@@ -1755,6 +1812,55 @@ proptest! {
             "{} hits of {} after {} edits: {:?}", first, program.len(), k, d[0].1
         );
         prop_assert!(second >= first, "{second} hits in the next pass, {first} in the first");
+    }
+}
+
+/// First sizes of the shapes of one key: some within the classes' close ratio of each
+/// other (jitter), most further apart (shapes of their own).
+fn first_size() -> impl Strategy<Value = usize> {
+    prop::sample::select(vec![1000usize, 1100, 2000, 4096, 4500, 9000, 20000, 40000])
+}
+
+proptest! {
+    #![proptest_config(PtConfig {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x636c_6173),
+        failure_persistence: None,
+        ..PtConfig::default()
+    })]
+
+    /// Passes of one key in a few shapes (each a flat program after a first allocation
+    /// of its own size), in a generated order: the key founds shape classes, routes passes
+    /// to them, replaces and re-profiles them, and the shadow tracker finds no two live
+    /// blocks overlapping, whichever class profiles or replays which pass; the key keeps
+    /// its classes within the bound.
+    #[test]
+    fn passes_changing_shape_class_never_overlap(
+        shapes in vec((first_size(), vec((flat_size(), 1usize..5), 1..60)), 2..6),
+        order in vec(any::<u16>(), 8..80),
+    ) {
+        init();
+        if !classes() {
+            return Ok(()); // see `generated_programs_changing_shape_class`
+        }
+        let _shared = CHURN.read().unwrap_or_else(|e| e.into_inner());
+        static KEYS: AtomicUsize = AtomicUsize::new(0);
+        // A small pool: each key may add up to `max_classes - 1` entries of its own.
+        let key = pool_key("classes", 64, &KEYS);
+        let programs: Vec<Flat> = shapes
+            .iter()
+            .map(|(first, rest)| {
+                let mut p = vec![(*first, 3)];
+                p.extend_from_slice(rest);
+                p
+            })
+            .collect();
+        for &i in &order {
+            flat_run(key, &programs[i as usize % programs.len()]);
+        }
+        let prefix = format!("{key}#");
+        let classes = memo_alloc::keys().iter().filter(|k| k.starts_with(&prefix)).count();
+        prop_assert!(classes < memo_alloc::config::config().max_classes, "{classes}");
     }
 }
 

@@ -13,7 +13,7 @@
 use memo_bench::service::server::{serve, ServeOptions};
 
 #[global_allocator]
-static ALLOC: memo_alloc::MemoAlloc = memo_alloc::MemoAlloc::system();
+static ALLOC: memo_alloc::MemoAlloc<memo_alloc::Jemalloc> = memo_alloc::MemoAlloc::jemalloc();
 
 fn main() {
     let mut opts = ServeOptions::default();

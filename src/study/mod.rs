@@ -1,7 +1,8 @@
-//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats` and the
-//! exporters behind `memo export`.
+//! Allocation-pattern studies of recorded passes: the analysis behind `memo stats`, the
+//! exporters behind `memo export` and the comparison behind `memo diff`.
 //!
-//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR`). Time in a trace is an
+//! Input is a [`Trace`] written by memo-alloc (`MEMO_TRACE_DIR` for passes, `MEMO_PROFILE`
+//! or `Profiler` for a whole program). Time in a trace is an
 //! event counter: every allocation, free, realloc, op enter and op exit of the pass is one
 //! tick. The pass is scope 0; every op scope of the trace is one op *instance* (one enter
 //! and one exit).
@@ -29,9 +30,14 @@
 //! makes op lifetimes and short-lived shares approximate.
 
 pub mod dhat;
+pub mod diff;
+pub mod folded;
+pub mod groups;
 mod ops;
 mod pass;
 pub mod perfetto;
+pub mod pprof;
+mod stacks;
 
 use std::collections::HashMap;
 
@@ -40,6 +46,7 @@ use memo_planner::format::problem_to_csv;
 use memo_planner::{align_up, offsets_lower_bound, OffsetStrategy};
 use serde::Serialize;
 
+pub use groups::{Group, ThreadRow, Totals};
 pub use ops::OpRow;
 pub use pass::{op_path, scope_spans, ScopeTimes, Spans};
 
@@ -199,6 +206,12 @@ pub struct Study {
     pub call_sites_captured: bool,
     /// The top call sites by bytes (empty when not captured).
     pub call_sites: Vec<CallSite>,
+    /// What is live at the peak of live bytes, by op and call site, largest first.
+    pub peak_live_set: Vec<Group>,
+    /// The blocks never freed, by op and call site, largest first.
+    pub leaks: Vec<Group>,
+    /// Each thread, for traces that record threads (whole-program profiles).
+    pub threads: Vec<ThreadRow>,
 }
 
 impl Study {
@@ -235,6 +248,9 @@ impl Study {
             shares: Shares::of(&chains, &fates, &chain_of),
             call_sites_captured: trace.allocations.iter().any(|a| a.call_site.is_some()),
             call_sites: top_call_sites(trace, &chains),
+            peak_live_set: groups::peak_live_set(trace),
+            leaks: groups::leaks(trace),
+            threads: groups::threads(trace),
         }
     }
 }
@@ -361,19 +377,28 @@ fn top_call_sites(trace: &Trace, chains: &[Chain]) -> Vec<CallSite> {
     sites
 }
 
+/// Whether frame `f` is the standard library's (or its allocation machinery's).
+fn is_std_frame(f: &str) -> bool {
+    let f = f.trim_start_matches('<');
+    ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
+        .iter()
+        .any(|p| f.starts_with(p))
+}
+
+/// The frames of a call site from the frame that names it ([`site_name`]) outwards: the
+/// innermost frames of the standard library left out, unless every frame is one.
+pub fn site_frames(frames: &[String]) -> &[String] {
+    match frames.iter().position(|f| !is_std_frame(f)) {
+        Some(i) => &frames[i..],
+        None => frames,
+    }
+}
+
 /// The frame that names a call site: the first one outside the standard library, or the
 /// innermost one, or `?` with no frames.
 pub fn site_name(frames: &[String]) -> String {
-    let std_frame = |f: &str| {
-        let f = f.trim_start_matches('<');
-        ["alloc::", "core::", "std::", "hashbrown::", "__rust"]
-            .iter()
-            .any(|p| f.starts_with(p))
-    };
-    frames
-        .iter()
-        .find(|f| !std_frame(f))
-        .or(frames.first())
+    site_frames(frames)
+        .first()
         .cloned()
         .unwrap_or_else(|| "?".to_string())
 }
@@ -417,6 +442,7 @@ pub(crate) mod tests {
             realloc_parent: None,
             escaping: free.is_none(),
             call_site: None,
+            when: None,
         }
     }
 
@@ -460,6 +486,7 @@ pub(crate) mod tests {
                 alloc(4, 0, 10, 11, None),
             ],
             uses: Vec::new(),
+            recording: None,
         }
     }
 
@@ -583,6 +610,10 @@ pub(crate) mod tests {
         );
         assert_eq!(site_name(&frames(&["core::x"])), "core::x");
         assert_eq!(site_name(&[]), "?");
+        let f = frames(&["<alloc::raw_vec::RawVec<T>>::grow", "app::conv", "main"]);
+        assert_eq!(site_frames(&f), &f[1..]);
+        let all_std = frames(&["core::x", "std::rt"]);
+        assert_eq!(site_frames(&all_std), &all_std[..]);
         let mut t = sample();
         t.allocations[1].call_site = Some(frames(&["app::big"]));
         t.allocations[2].call_site = Some(frames(&["app::grow"]));

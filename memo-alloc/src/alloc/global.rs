@@ -41,7 +41,7 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
         }
         match thread::path() {
             // SAFETY: forwarded.
-            AllocPath::Profile => unsafe { self.dealloc_profiled(ptr, layout) },
+            path if path.is_slow() => unsafe { self.dealloc_slow(path, ptr, layout) },
             // SAFETY: forwarded.
             _ => unsafe { self.backend.dealloc(ptr, layout) },
         }
@@ -59,9 +59,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
         }
         match thread::path() {
             // SAFETY: forwarded.
-            AllocPath::Profile => unsafe { self.realloc_profiled(ptr, layout, new_size) },
+            path if path.is_slow() => unsafe { self.realloc_slow(path, ptr, layout, new_size) },
             // SAFETY: forwarded.
-            AllocPath::Backend if new_size >= own_blocks::MIN_BYTES => unsafe {
+            AllocPath::Backend if new_size >= thread::outside_slow() => unsafe {
                 self.realloc_outside(ptr, layout, new_size)
             },
             // SAFETY: forwarded.
@@ -129,23 +129,27 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     pub(super) unsafe fn alloc_impl(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         let (path, pass) = thread::path_and_context();
         let pass = pass.cast::<Context>();
-        debug_assert!(path == AllocPath::Backend || !pass.is_null());
         match path {
             // SAFETY: forwarded from GlobalAlloc::alloc / alloc_zeroed.
             AllocPath::Backend => unsafe { self.alloc_outside(layout, zeroed) },
             // SAFETY: `path == Replay` only while `pass` is this thread's replayed pass.
             AllocPath::Replay => unsafe { self.alloc_replayed(&mut *pass, layout, zeroed) },
-            // SAFETY: `path == Profile` only while `pass` is this thread's profiled pass.
-            AllocPath::Profile => unsafe { self.alloc_profiled(&mut *pass, layout, zeroed) },
             // SAFETY: `path == Counted` only while `pass` is this thread's running pass.
             AllocPath::Counted => unsafe { self.alloc_counted(&mut *pass, layout, zeroed) },
+            // SAFETY: forwarded, with `pass` as the thread state holds it.
+            _ => unsafe { self.alloc_slow(path, pass, layout, zeroed) },
         }
     }
 
     /// # Safety
     /// `pass` is this thread's replayed pass; the rest as `GlobalAlloc::alloc`.
     #[inline]
-    unsafe fn alloc_replayed(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
+    pub(super) unsafe fn alloc_replayed(
+        &self,
+        pass: &mut Context,
+        layout: Layout,
+        zeroed: bool,
+    ) -> *mut u8 {
         // SAFETY: `pass` is this thread's replayed pass.
         match unsafe { hit::alloc(pass, layout) } {
             Ok(ptr) => {
@@ -224,7 +228,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if new_size as u64 <= unsafe { free::capacity(owner, ptr) } {
             return ptr; // grows (or shrinks) in place
         }
-        if let (AllocPath::Replay, pass) = thread::path_and_context() {
+        if let (AllocPath::Replay, pass) = thread::wanted_and_context() {
             let pass = pass.cast::<Context>();
             // SAFETY: `path == Replay`: this thread's running pass; `ptr` is a live slab
             // pointer that outgrew its place.
@@ -242,7 +246,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         if new.is_null() {
             return new;
         }
-        if let (AllocPath::Replay, pass) = thread::path_and_context() {
+        if thread::path() == AllocPath::Observe {
+            crate::observe::on_alloc(new, new_size, layout.align(), crate::observe::Made::Alloc);
+        }
+        if let (AllocPath::Replay, pass) = thread::wanted_and_context() {
             let pass = pass.cast::<Context>();
             // SAFETY: `path == Replay`: this thread's running pass.
             unsafe {

@@ -4,24 +4,48 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use super::global::MemoAlloc;
-use super::profiled::{record_dealloc, record_realloc};
+use super::observed::own_freed;
+use super::profiled::record_realloc;
 use crate::memory::{geometry, own_blocks};
 use crate::pass::context::Context;
 use crate::support::thread::{self, AllocPath};
 
 impl<B: GlobalAlloc> MemoAlloc<B> {
     /// Outside passes and in bookkeeping: the backend, or for the allocator's own large
-    /// buffers, chunks of the region (see `own_blocks`).
+    /// buffers, chunks of the region (see `own_blocks`). A request of at least
+    /// `thread::outside_slow()` bytes takes the slow side: every request while every
+    /// thread is to be observed, else the allocator's own large buffers.
     ///
     /// # Safety
     /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
     #[inline(always)]
     pub(super) unsafe fn alloc_outside(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        if own_blocks::wanted(layout) && thread::own_work() {
-            let p = own_blocks::alloc(layout); // zero-filled
-            if !p.is_null() {
-                return p;
+        if layout.size() >= thread::outside_slow() {
+            // SAFETY: forwarded.
+            return unsafe { self.alloc_outside_slow(layout, zeroed) };
+        }
+        // SAFETY: forwarded.
+        unsafe { self.backend_alloc(layout, zeroed) }
+    }
+
+    /// The slow side of [`Self::alloc_outside`]: an own block for the allocator's own
+    /// work; a thread outside passes that is to be observed settles its path first.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc` (or `alloc_zeroed` when `zeroed`).
+    #[cold]
+    #[inline(never)]
+    unsafe fn alloc_outside_slow(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if thread::own_work() {
+            if own_blocks::wanted(layout) {
+                let p = own_blocks::alloc(layout); // zero-filled
+                if !p.is_null() {
+                    return p;
+                }
             }
+        } else if thread::path() == AllocPath::Backend && thread::observed_now() {
+            // SAFETY: forwarded.
+            return unsafe { self.alloc_settled(layout, zeroed) };
         }
         // SAFETY: forwarded.
         unsafe { self.backend_alloc(layout, zeroed) }
@@ -34,12 +58,11 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `own_blocks::free`.
     #[inline]
     pub(super) unsafe fn dealloc_own(&self, ptr: *mut u8, size: usize) {
-        let (path, pass) = thread::path_and_context();
+        let (path, _) = thread::path_and_context();
+        own_freed(path, ptr);
+        let (wanted, pass) = thread::wanted_and_context();
         let pass = pass.cast::<Context>();
-        if path == AllocPath::Profile {
-            record_dealloc(ptr);
-        }
-        let keeps = keeps_blocks(path, pass);
+        let keeps = !thread::own_work() && keeps_blocks(wanted, pass);
         // SAFETY: `keeps` only while `pass` is this thread's running pass.
         if !(keeps && unsafe { (*pass).spares.give(ptr, size) }) {
             // SAFETY: the caller's.
@@ -56,42 +79,77 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
-        let (path, pass) = thread::path_and_context();
+        let path = thread::path();
+        let (wanted, pass) = thread::wanted_and_context();
         let pass = pass.cast::<Context>();
-        let profiled = path == AllocPath::Profile;
-        let keeps = keeps_blocks(path, pass);
+        let observed = path == AllocPath::Observe;
+        let profiled = path == AllocPath::Profile || (observed && wanted == AllocPath::Profile);
+        let keeps = !thread::own_work() && keeps_blocks(wanted, pass);
+        if observed {
+            crate::observe::on_realloc_start(ptr);
+        }
         let chunks = |size: usize| geometry::chunks_for(size as u64);
         let new = if chunks(new_size) == chunks(layout.size()) {
             ptr // the same chunks hold it: freed later with `new_size`, same count
         } else {
-            let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
-                return std::ptr::null_mut();
-            };
-            // SAFETY: non-zero size (GlobalAlloc::realloc's contract). In a profiled
-            // pass the move is recorded below, as a realloc, not as a new allocation.
-            // `keeps` only while `pass` is this thread's running pass.
-            let new = unsafe {
-                if keeps {
-                    self.pass_block(&mut *pass, new_layout, false)
-                } else {
-                    self.alloc_impl(new_layout, false)
-                }
-            };
-            if new.is_null() {
-                return new;
-            }
-            // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is
-            // a live own block of `layout.size()` bytes, freed once.
-            unsafe {
-                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                if !(keeps && (*pass).spares.give(ptr, layout.size())) {
-                    own_blocks::free(ptr, layout.size());
-                }
-            }
-            new
+            // SAFETY: forwarded; `keeps` only while `pass` is this thread's running pass.
+            unsafe { self.move_own(ptr, layout, new_size, keeps, observed, pass) }
         };
+        if new.is_null() {
+            if observed {
+                crate::observe::on_realloc_end(ptr, new, new_size, layout.align());
+            }
+            return new;
+        }
         if profiled {
             record_realloc(ptr, new, new_size, layout.align());
+        }
+        if observed {
+            crate::observe::on_realloc_end(ptr, new, new_size, layout.align());
+        }
+        new
+    }
+
+    /// Moves own block `ptr` to a new block of `new_size` bytes: the context's (`keeps`),
+    /// or the thread's path's (the backend's, when `observed`: the move is observed as
+    /// one realloc, not as a new allocation); null when none could be had.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc` for an own block; `keeps` only while `pass` is this
+    /// thread's running pass.
+    unsafe fn move_own(
+        &self,
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+        keeps: bool,
+        observed: bool,
+        pass: *mut Context,
+    ) -> *mut u8 {
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: non-zero size (GlobalAlloc::realloc's contract). In a profiled pass the
+        // move is recorded by the caller, as a realloc, not as a new allocation.
+        let new = unsafe {
+            if keeps {
+                self.pass_block(&mut *pass, new_layout, false)
+            } else if observed {
+                self.alloc_outside(new_layout, false)
+            } else {
+                self.alloc_impl(new_layout, false)
+            }
+        };
+        if new.is_null() {
+            return new;
+        }
+        // SAFETY: both blocks are valid for the copied length and distinct; `ptr` is a
+        // live own block of `layout.size()` bytes, freed once.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            if !(keeps && (*pass).spares.give(ptr, layout.size())) {
+                own_blocks::free(ptr, layout.size());
+            }
         }
         new
     }
@@ -109,6 +167,11 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
+        let path = thread::path();
+        if path == AllocPath::Backend && !thread::own_work() && thread::observed_now() {
+            // SAFETY: forwarded; the thread is to be observed from this request on.
+            return unsafe { self.realloc_slow(AllocPath::Fresh, ptr, layout, new_size) };
+        }
         if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
             let new = if own_blocks::wanted(new_layout) && thread::own_work() {
                 own_blocks::alloc(new_layout)

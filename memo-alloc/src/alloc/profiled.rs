@@ -32,13 +32,20 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         thread::with_bookkeeping(|| {
             let recorded = match pass.recorder.as_mut() {
                 _ if std::thread::panicking() => Err(AbandonReason::Panic),
-                Some(rec) => rec.on_alloc(
-                    ptr,
-                    layout.size() as u64,
-                    layout.align() as u64,
-                    zeroed,
-                    node,
-                ),
+                Some(rec) => {
+                    crate::pass::classify::note_profiled(
+                        &mut pass.signature,
+                        layout.size() as u64,
+                        layout.align() as u64,
+                    );
+                    rec.on_alloc(
+                        ptr,
+                        layout.size() as u64,
+                        layout.align() as u64,
+                        zeroed,
+                        node,
+                    )
+                }
                 None => Ok(()),
             };
             if let Err(reason) = recorded {
@@ -59,6 +66,10 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         zeroed: bool,
     ) -> *mut u8 {
+        if pass.pass().undecided {
+            // SAFETY: forwarded.
+            return unsafe { self.alloc_undecided(pass, layout, zeroed) };
+        }
         // SAFETY: forwarded.
         let ptr = unsafe {
             if pass.pass().interim {
@@ -71,6 +82,36 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
             pass.counters.allocations += 1;
         }
         ptr
+    }
+
+    /// A request of an undecided pass (see `pass::classify`): it goes toward the pass's
+    /// signature, and is then served on the path the pass is on (the backend while it is
+    /// undecided, else its class's profile or replay).
+    ///
+    /// # Safety
+    /// As [`Self::alloc_counted`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn alloc_undecided(&self, pass: &mut Context, layout: Layout, zeroed: bool) -> *mut u8 {
+        thread::with_bookkeeping(|| {
+            crate::pass::classify::note_request(pass, layout.size() as u64, layout.align() as u64)
+        });
+        if pass.pass().undecided {
+            // SAFETY: forwarded.
+            let ptr = unsafe { self.backend_alloc(layout, zeroed) };
+            if !ptr.is_null() {
+                pass.counters.allocations += 1;
+            }
+            return ptr;
+        }
+        // SAFETY: forwarded; the thread's path now says how the pass serves it.
+        unsafe {
+            if zeroed {
+                self.alloc_zeroed(layout)
+            } else {
+                self.alloc(layout)
+            }
+        }
     }
 
     /// A block for context `pass` of a profiled or interim pass (see

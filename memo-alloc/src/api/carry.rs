@@ -66,6 +66,8 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::{Context as TaskContext, Poll};
 
+use crate::format::trace::ScopeKind;
+use crate::observe::{self as observe_program, ScopeMark};
 use crate::pass::PassState;
 use crate::pass::{create, end, enter_helper, enter_main, leave, park};
 use crate::stats::AbandonReason;
@@ -97,6 +99,7 @@ impl PassHandle {
         let context = thread::with_bookkeeping(|| enter_helper(self.state(), id));
         EnterGuard {
             context,
+            recorded: context.and_then(|_| record_enter(self.state())),
             _not_send: PhantomData,
         }
     }
@@ -152,6 +155,8 @@ pub fn current() -> Option<PassHandle> {
 #[must_use = "the context is left when this guard is dropped"]
 pub struct EnterGuard {
     context: Option<u64>,
+    /// The pass's scope in a whole-program recording, while the guard lives.
+    recorded: Option<ScopeMark>,
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -160,7 +165,21 @@ impl Drop for EnterGuard {
         if let Some(serial) = self.context {
             thread::with_bookkeeping(|| leave(serial));
         }
+        if let Some(mark) = self.recorded.take() {
+            observe_program::exit_scope(mark);
+        }
     }
+}
+
+/// While a whole-program recording runs, enters the scope of `state`'s pass on this
+/// thread, so that what the thread allocates while it works for the pass (as its main or
+/// a helper context) is attributed to it, as for [`crate::pass`].
+fn record_enter(state: &PassState) -> Option<ScopeMark> {
+    if !observe_program::state::recording() {
+        return None;
+    }
+    let key: &'static str = &state.entry?.key;
+    observe_program::enter_scope(key, None, ScopeKind::Pass)
 }
 
 /// A pass not bound to a thread: made at [`Pass::new`], entered by whichever thread works
@@ -194,8 +213,11 @@ impl Pass {
             // SAFETY: the owner's reference keeps the pass alive.
             thread::with_bookkeeping(|| enter_main(unsafe { p.as_ref() }))
         });
+        // SAFETY: as above.
+        let recorded = context.and_then(|_| record_enter(unsafe { self.pass?.as_ref() }));
         EnterGuard {
             context,
+            recorded,
             _not_send: PhantomData,
         }
     }

@@ -2,11 +2,18 @@
 
 use std::marker::PhantomData;
 
+use crate::format::trace::ScopeKind;
+use crate::observe::{self as observe_program, ScopeMark};
 use crate::pass::context::{Context, MAX_DEPTH, UNKNOWN};
 use crate::pass::{abandon_running, end, leave, start};
 use crate::pass::{PassKind, PassState};
 use crate::stats::AbandonReason;
 use crate::support::thread;
+
+/// Whether a whole-program recording runs (its scopes are then recorded too).
+fn recording() -> bool {
+    observe_program::state::recording()
+}
 
 /// Ends the pass when dropped (**contract**). Not `Send`: a pass belongs to its thread
 /// (see [`crate::Pass`] for one that moves, and [`crate::current`] to carry it to helper
@@ -17,6 +24,8 @@ use crate::support::thread;
 #[must_use = "the pass ends when this guard is dropped"]
 pub struct PassGuard {
     kind: GuardKind,
+    /// The pass as a scope of a whole-program recording, when one runs.
+    recorded: Option<ScopeMark>,
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -36,6 +45,8 @@ pub struct OpGuard {
     context: u64,
     /// Stack depth before the scope was entered.
     depth: u32,
+    /// The op as a scope of a whole-program recording, when one runs.
+    recorded: Option<ScopeMark>,
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -55,7 +66,14 @@ pub struct OpGuard {
 /// let _p = memo_alloc::pass(&key); // a run-time key (here an inner scope of "model")
 /// ```
 pub fn pass(key: &str) -> PassGuard {
-    let kind = if !crate::pass::context::current().is_null() {
+    let nested = !crate::pass::context::current().is_null();
+    let recorded = (recording() && !nested)
+        .then(|| {
+            let name = thread::with_bookkeeping(|| interned(key));
+            observe_program::enter_scope(name, None, ScopeKind::Pass)
+        })
+        .flatten();
+    let kind = if nested {
         let name = thread::with_bookkeeping(|| interned(key));
         GuardKind::Scope { _op: op(name) }
     } else {
@@ -66,6 +84,7 @@ pub fn pass(key: &str) -> PassGuard {
     };
     PassGuard {
         kind,
+        recorded,
         _not_send: PhantomData,
     }
 }
@@ -85,6 +104,9 @@ impl Drop for PassGuard {
             });
         }
         // A scope ends when its `OpGuard` field drops, right after this.
+        if let Some(mark) = self.recorded.take() {
+            observe_program::exit_scope(mark);
+        }
     }
 }
 
@@ -106,14 +128,23 @@ unsafe fn current<'a>(serial: Option<u64>) -> Option<&'a mut Context> {
 /// Allocations are keyed by their innermost scope and their ordinal in it, so sibling ops
 /// that run in another order than when profiled still find their slots.
 pub fn op(name: &'static str) -> OpGuard {
+    let recorded = if recording() {
+        observe_program::enter_scope(name, None, ScopeKind::Op)
+    } else {
+        None
+    };
     // SAFETY: used within this call.
     let Some(ctx) = (unsafe { current(None) }) else {
         return OpGuard {
             context: 0,
             depth: 0,
+            recorded,
             _not_send: PhantomData,
         };
     };
+    if ctx.pass().undecided {
+        thread::with_bookkeeping(|| crate::pass::classify::before_scope(ctx));
+    }
     let depth = ctx.depth();
     if (depth as usize) < MAX_DEPTH {
         let node = enter_scope(ctx, name);
@@ -124,12 +155,16 @@ pub fn op(name: &'static str) -> OpGuard {
     OpGuard {
         context: ctx.serial,
         depth,
+        recorded,
         _not_send: PhantomData,
     }
 }
 
 impl Drop for OpGuard {
     fn drop(&mut self) {
+        if let Some(mark) = self.recorded.take() {
+            observe_program::exit_scope(mark);
+        }
         if self.context == 0 {
             return;
         }

@@ -97,6 +97,10 @@ pub struct PassReport {
     pub slab_hits: u64,
     /// Misses by reason.
     pub misses_by_reason: Misses,
+    /// Shape classes the key has beyond its own, each reported as `<key>#<n>` (0 for a
+    /// key whose passes come in one shape, and for a class).
+    #[serde(default)]
+    pub shape_classes: u64,
 }
 
 /// The report of one pass key, or `None` if no pass of it ran.
@@ -117,6 +121,7 @@ pub fn report(key: &str) -> Option<PassReport> {
             admissions_refused: c.admissions_refused.load(r),
             slab_hits: c.slab_hits.load(r),
             misses_by_reason: Misses::from_counts(std::array::from_fn(|i| c.misses[i].load(r))),
+            shape_classes: e.class_count() as u64 - 1,
             ..PassReport::default()
         };
         if let Some(s) = e.summary(|s| s.clone()) {

@@ -46,6 +46,14 @@ pub(crate) fn write_pass(dir: &Path, trace: &Trace, plan: &PlanFile, serial: Opt
     }
 }
 
+/// Writes a trace to `path` (through a temporary file beside it, renamed when complete).
+pub(crate) fn write_trace(path: &Path, trace: &Trace) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_json(path, trace)
+}
+
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     let file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
@@ -53,20 +61,22 @@ fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()
     std::fs::rename(&tmp, path)
 }
 
-/// Reads a trace written by a profiled pass.
+/// Reads a trace written by a profiled pass or a whole-program recording (any version
+/// this build reads: see [`crate::trace::TRACE_VERSION`]).
 pub fn read_trace(path: &Path) -> Result<Trace, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let trace: Trace =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if trace.format != crate::format::trace::TRACE_FORMAT
-        || trace.version != crate::format::trace::FORMAT_VERSION
+        || !crate::format::trace::trace_version_supported(trace.version)
     {
         return Err(format!(
-            "{}: format {:?} version {} is not a memomalloc trace version {}",
+            "{}: format {:?} version {} is not a memomalloc trace version {} to {}",
             path.display(),
             trace.format,
             trace.version,
-            crate::format::trace::FORMAT_VERSION
+            FORMAT_VERSION,
+            crate::format::trace::TRACE_VERSION
         ));
     }
     trace

@@ -1,12 +1,19 @@
-//! The trace of a profiled pass and the plan made from it, as versioned JSON documents.
+//! The trace of a profiled pass (or of a whole program) and the plan made from a pass, as
+//! versioned JSON documents.
 //!
-//! A trace (`"format": "memomalloc-trace"`, `"version": 1`) lists the pass's scope tree and
-//! every allocation: its tag, tagged pointer, size, alignment, kind, alloc and free time
-//! (event counter ticks), scope and ordinal, realloc parent, whether it escaped the pass,
-//! and its call site when captured. A plan (`"format": "memomalloc-plan"`) lists the scope
-//! tree and one slot per planned allocation key (scope, ordinal) with its offset, or none
-//! for allocations that escaped. `MEMO_TRACE_DIR` receives both; `MEMO_PLAN_DIR` is read
-//! for plans.
+//! A trace (`"format": "memomalloc-trace"`, `"version"` 1 or [`TRACE_VERSION`]) lists the
+//! scope tree and every allocation: its tag, tagged pointer, size, alignment, kind, alloc and
+//! free time (event counter ticks), scope and ordinal, realloc parent, whether it escaped
+//! (outlived the pass, or the recording), and its call site when captured. Version 2 adds,
+//! where they were recorded, real time and threads: each allocation's thread and monotonic
+//! nanoseconds of its allocation and free ([`AllocWhen`]), and the trace's [`Recording`]
+//! (its threads, the real time of each scope, and for a whole-program recording what was
+//! recorded and how). A version 1 trace reads as a version 2 trace without them.
+//!
+//! A plan (`"format": "memomalloc-plan"`, `"version": 1`) lists the scope tree and one slot
+//! per planned allocation key (scope, ordinal) with its offset, or none for allocations that
+//! escaped. `MEMO_TRACE_DIR` receives both; `MEMO_PLAN_DIR` is read for plans; `MEMO_PROFILE`
+//! writes a whole-program trace (see `Profiler`).
 
 use serde::{Deserialize, Serialize};
 
@@ -14,20 +21,36 @@ use serde::{Deserialize, Serialize};
 pub const TRACE_FORMAT: &str = "memomalloc-trace";
 /// Format name of plan documents.
 pub const PLAN_FORMAT: &str = "memomalloc-plan";
-/// Version written by this build; readers accept it and reject others.
+/// Version of plan documents written by this build (readers accept it and reject others),
+/// and the first version of trace documents.
 pub const FORMAT_VERSION: u32 = 1;
+/// Version of trace documents written by this build: version 1 with real time and threads
+/// ([`AllocWhen`], [`Recording`]). Readers accept versions 1 to this one.
+pub const TRACE_VERSION: u32 = 2;
 
-/// Checks a document's format name and version.
-fn check_header(format: &str, expected: &str, version: u32) -> Result<(), String> {
+/// Checks a document's format name and that its version lies in `versions`.
+fn check_header(
+    format: &str,
+    expected: &str,
+    version: u32,
+    versions: std::ops::RangeInclusive<u32>,
+) -> Result<(), String> {
     if format != expected {
         return Err(format!("format is {format:?}, expected {expected:?}"));
     }
-    if version != FORMAT_VERSION {
+    if !versions.contains(&version) {
         return Err(format!(
-            "version {version} is not supported (expected {FORMAT_VERSION})"
+            "version {version} is not supported (expected {} to {})",
+            versions.start(),
+            versions.end()
         ));
     }
     Ok(())
+}
+
+/// Whether `version` is a trace version this build reads.
+pub fn trace_version_supported(version: u32) -> bool {
+    (FORMAT_VERSION..=TRACE_VERSION).contains(&version)
 }
 
 /// Checks that scope 0 is the pass, ids are indices, and every parent comes earlier.
@@ -110,6 +133,107 @@ pub struct TraceAlloc {
     /// Resolved call-site frames, innermost first, when captured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_site: Option<Vec<String>>,
+    /// Its thread and real time, when recorded (trace version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<AllocWhen>,
+}
+
+/// Where and when in real time an allocation was made and freed (trace version 2).
+/// Nanoseconds are of the monotonic clock, counted from the recording's start
+/// ([`Recording::start_ns`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocWhen {
+    /// The thread that made it (an index into [`Recording::threads`]).
+    pub thread: u32,
+    /// When it was made.
+    pub ns: u64,
+    /// The thread that freed it (or whose realloc moved it), when seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_thread: Option<u32>,
+    /// When it was freed (or moved), when seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_ns: Option<u64>,
+}
+
+/// A thread of a recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceThread {
+    /// Its index (what [`AllocWhen::thread`] names).
+    pub id: u32,
+    /// The operating system's thread id.
+    pub tid: u64,
+    /// Its name, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// What a scope of a recording is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeKind {
+    /// The root of a whole-program recording.
+    Program,
+    /// A pass (the root of a pass trace; a `pass()` in a whole-program recording).
+    Pass,
+    /// An op scope (`op()`).
+    #[default]
+    Op,
+    /// A helper context of a pass (`@<id>`).
+    Helper,
+}
+
+/// The real time of one scope of a recording: the first time it was entered and the last
+/// time it was left, and the thread that entered it first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeWhen {
+    /// What the scope is.
+    pub kind: ScopeKind,
+    /// The thread that entered it first.
+    pub thread: u32,
+    /// When it was entered (ns from the recording's start).
+    pub enter_ns: u64,
+    /// When it was left (ns from the recording's start).
+    pub exit_ns: u64,
+}
+
+/// How a whole program was recorded (`MEMO_PROFILE`, `Profiler`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WholeProgram {
+    /// The process id.
+    pub pid: u64,
+    /// The command line.
+    pub command: String,
+    /// Call sites: 0 none, 1 every allocation's, `n` the allocation during which its
+    /// thread's allocated bytes pass each multiple of `n` (so every allocation of at least
+    /// `n` bytes).
+    pub site_sample_bytes: u64,
+    /// The recording stopped at its memory cap: events after `events` were not recorded,
+    /// and what is live at the end was live when it stopped.
+    pub truncated: bool,
+    /// Events not recorded: past the cap, or while the trace was written.
+    pub dropped_events: u64,
+    /// Frees of blocks the recording never saw allocated (made before it started, or on a
+    /// thread before it was observed): left out.
+    pub unknown_frees: u64,
+}
+
+/// What a version 2 trace recorded beside the version 1 fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Recording {
+    /// The monotonic clock (ns) at the recording's start: every `ns` is counted from it.
+    pub start_ns: u64,
+    /// Nanoseconds from the start to the end of the recording.
+    pub duration_ns: u64,
+    /// The threads, by index.
+    pub threads: Vec<TraceThread>,
+    /// The real time of every scope (by scope id), or empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<ScopeWhen>,
+    /// Set for a whole-program recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<WholeProgram>,
 }
 
 /// A use of a live allocation recorded by `observe`.
@@ -123,24 +247,27 @@ pub struct TraceUse {
     pub offset: u64,
 }
 
-/// A profiled pass.
+/// A profiled pass, or a whole program.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trace {
     /// Always [`TRACE_FORMAT`].
     pub format: String,
-    /// Always [`FORMAT_VERSION`].
+    /// [`FORMAT_VERSION`] or [`TRACE_VERSION`].
     pub version: u32,
-    /// The pass key.
+    /// The pass key (the program's name for a whole-program recording).
     pub key: String,
     /// Number of events (the pass's final time).
     pub events: u64,
-    /// The scope tree; `scopes[0]` is the pass.
+    /// The scope tree; `scopes[0]` is the pass (or the program).
     pub scopes: Vec<TraceScope>,
     /// Every allocation, in order.
     pub allocations: Vec<TraceAlloc>,
     /// Uses recorded by `observe`.
     #[serde(default)]
     pub uses: Vec<TraceUse>,
+    /// Real time and threads, when recorded (trace version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<Recording>,
 }
 
 /// One logical buffer of a trace: a realloc chain from its first allocation.
@@ -166,8 +293,14 @@ impl Trace {
     /// and every allocation (its index, scope, alignment, times and realloc parent). The
     /// error names the first inconsistency found.
     pub fn check(&self) -> Result<(), String> {
-        check_header(&self.format, TRACE_FORMAT, self.version)?;
+        check_header(
+            &self.format,
+            TRACE_FORMAT,
+            self.version,
+            FORMAT_VERSION..=TRACE_VERSION,
+        )?;
         check_scope_tree(&self.scopes)?;
+        self.check_recording()?;
         for (i, s) in self.scopes.iter().enumerate() {
             if let (Some(enter), Some(exit)) = (s.enter, s.exit) {
                 if enter > exit || exit > self.events {
@@ -225,6 +358,43 @@ impl Trace {
             }
         }
         Ok(())
+    }
+
+    /// Checks the version 2 fields: every thread index names a thread, scope times are
+    /// one per scope, and no free comes before its allocation.
+    fn check_recording(&self) -> Result<(), String> {
+        let threads = self.recording.as_ref().map_or(0, |r| r.threads.len());
+        if let Some(r) = &self.recording {
+            if !r.scopes.is_empty() && r.scopes.len() != self.scopes.len() {
+                return Err(format!(
+                    "recording.scopes has {} entries for {} scopes",
+                    r.scopes.len(),
+                    self.scopes.len()
+                ));
+            }
+            if let Some(i) = r.scopes.iter().position(|s| s.thread as usize >= threads) {
+                return Err(format!("recording.scopes[{i}] names an unknown thread"));
+            }
+            if let Some(i) = (0..r.threads.len()).find(|&i| r.threads[i].id as usize != i) {
+                return Err(format!("thread #{i} has id {}", r.threads[i].id));
+            }
+        }
+        for (i, a) in self.allocations.iter().enumerate() {
+            let Some(w) = &a.when else { continue };
+            let thread_ok = |t: u32| (t as usize) < threads;
+            if !thread_ok(w.thread) || w.free_thread.is_some_and(|t| !thread_ok(t)) {
+                return Err(format!("allocation #{i} names an unknown thread"));
+            }
+            if w.free_ns.is_some_and(|f| f < w.ns) {
+                return Err(format!("allocation #{i} is freed before it is made"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this trace records a whole program (not a pass).
+    pub fn is_whole_program(&self) -> bool {
+        self.recording.as_ref().is_some_and(|r| r.program.is_some())
     }
 
     /// The context of each scope: 0 for the pass's main context, `1 + k` for the scopes
@@ -449,7 +619,12 @@ impl PlanFile {
     /// alignments that a slab can honour, offsets inside the height, a height no slab
     /// exceeds ([`MAX_SLAB_HEIGHT`]). The error names the first field found wrong.
     pub fn check(&self) -> Result<(), String> {
-        check_header(&self.format, PLAN_FORMAT, self.version)?;
+        check_header(
+            &self.format,
+            PLAN_FORMAT,
+            self.version,
+            FORMAT_VERSION..=FORMAT_VERSION,
+        )?;
         check_scope_tree(&self.scopes)?;
         if self.height > MAX_SLAB_HEIGHT {
             return Err(format!(

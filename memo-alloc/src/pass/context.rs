@@ -16,6 +16,7 @@ use std::ptr;
 use crate::memory::own_blocks::Spares;
 use crate::pass::state::{PassKind, PassState};
 use crate::profiling::recorder::Recorder;
+use crate::registry::Signature;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::stats::{AbandonReason, PassCounters};
 use crate::support::fallible::try_box;
@@ -58,6 +59,9 @@ pub(crate) struct Context {
     pub(crate) spares: Spares,
     /// The context was cut short (profile abandoned, thread unwinding).
     pub(crate) abandoned: Option<AbandonReason>,
+    /// The signature of the context's first requests (profiled or undecided passes; see
+    /// `registry::Signature`).
+    pub(crate) signature: Signature,
     /// The op-scope stack: scope node ids (the context's root is not on it).
     stack: [u32; MAX_DEPTH],
     /// Entries in `stack` (may exceed `MAX_DEPTH`: the excess is not stored).
@@ -86,6 +90,7 @@ impl Context {
             recorder: None,
             spares: Spares::new(),
             abandoned: None,
+            signature: Signature::default(),
             stack: [0; MAX_DEPTH],
             depth: 0,
         }

@@ -206,7 +206,7 @@ pub(crate) fn leave(serial: u64) {
 }
 
 /// The allocation path of `ctx`.
-fn path_of(ctx: &Context) -> AllocPath {
+pub(super) fn path_of(ctx: &Context) -> AllocPath {
     let pass = ctx.pass();
     if ctx.abandoned.is_some() {
         AllocPath::Backend

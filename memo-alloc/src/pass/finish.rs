@@ -11,7 +11,7 @@ use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
 use crate::profiling::recorder::Recorder;
 use crate::registry::reclaim::RECLAIMER;
-use crate::registry::{self, KeyEntry};
+use crate::registry::{self, close, KeyEntry, KeyState, Signature};
 use crate::replay::slab::instance::lends_pending;
 use crate::replay::slab::pool::Released;
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
@@ -48,6 +48,7 @@ pub(super) fn finish(p: &PassState) {
     let mut main = (!main.is_null()).then(|| unsafe { Box::from_raw(main) });
     let mut counters = p.helper_counters();
     let mut recorder = None;
+    let mut signature = Signature::default();
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
         let mc = m.counters;
@@ -68,9 +69,10 @@ pub(super) fn finish(p: &PassState) {
         }
         abandon = m.abandoned.or(abandon);
         recorder = m.recorder.take();
+        signature = m.signature;
     }
     match p.kind {
-        PassKind::Profile => finish_profile(p, recorder, abandon, &counters),
+        PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
         PassKind::Replay => finish_replay(p, &mut counters, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
@@ -95,6 +97,7 @@ fn finish_profile(
     recorder: Option<Recorder>,
     abandon: Option<AbandonReason>,
     counters: &PassCounters,
+    signature: Signature,
 ) {
     stats::add(&GLOBAL.passes_profiled, 1);
     stats::add(&GLOBAL.profiled_allocations, counters.allocations);
@@ -121,16 +124,62 @@ fn finish_profile(
         Ok(profile) => profile,
         Err(reason) => return abandon_profile(entry, reason),
     };
-    // The key's previous plan, held for merging into the new one.
-    let base = entry.and_then(Pinned::current);
+    // A re-profile of a new shape founds a class; else it is merged with its entry's
+    // previous plan, held for that.
+    let (entry, founded, retag) = match entry.map(|e| (e, shape_of(e, &signature))) {
+        Some((_, Reprofile::Founds(class))) => (Some(class), true, false),
+        Some((e, Reprofile::Merges { retag })) => (Some(e), false, retag),
+        None => (None, false, false),
+    };
+    let base = entry.filter(|_| !founded).and_then(Pinned::current);
     let job = Job {
         profile,
         entry,
         serial,
         base,
+        signature,
+        retag,
     };
     if !worker::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
+    }
+}
+
+/// What a profile of entry `e` does with its shape (see `registry::classes`).
+enum Reprofile {
+    /// It becomes the first plan of a new class of the key.
+    Founds(&'static KeyEntry),
+    /// It merges into `e`'s plan; with `retag` its signature becomes `e`'s.
+    Merges { retag: bool },
+}
+
+/// What a profile of signature `s` of entry `e` does: it founds a class when `e` is a key
+/// without classes whose plan is of a plausibly new shape (its first size more than
+/// `CLOSE_RATIO` from `s`'s) and matched by a pass since it was published; the profile
+/// becomes the plan of the new class and the key's plan stays its first class's (the key
+/// leaves `Profiling` for `Planned`). Else it merges into `e`'s plan, and takes over its
+/// signature when that is of another shape no pass matched (a first pass's one-time
+/// allocations, a class only reached as the nearest).
+fn shape_of(e: &'static KeyEntry, s: &Signature) -> Reprofile {
+    let c = &e.classes;
+    let has_plan = matches!(e.state(), KeyState::Profiling(q) if !q.is_null());
+    if !has_plan {
+        return Reprofile::Merges { retag: true };
+    }
+    if c.signature() == 0 || c.signature() == s.word() || close(c.first(), s.first()) {
+        return Reprofile::Merges { retag: false };
+    }
+    if !c.matched() || c.is_class() || c.classed() {
+        return Reprofile::Merges {
+            retag: !c.matched(),
+        };
+    }
+    match registry::class_entry(e, s, config::config().max_classes) {
+        Some(class) if !std::ptr::eq(class, e) && class.begin_profile() => {
+            e.abandon_profile();
+            Reprofile::Founds(class)
+        }
+        _ => Reprofile::Merges { retag: false },
     }
 }
 
@@ -160,6 +209,7 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
             // the key allocated at its address, which this pass's counts must not reach.
             let cfg = config::config();
             e.note_replayed(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
+            e.classes.note_replay(counters, cfg.max_classes);
         }
     }
     if !p.slabs.is_null() {

@@ -7,6 +7,7 @@
 //! It may use `plan`, `registry`, `replay`, `profiling`, `memory`, `stats`, `support` and
 //! `config`.
 
+pub(crate) mod classify;
 pub(crate) mod context;
 mod enter;
 mod finish;

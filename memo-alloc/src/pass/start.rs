@@ -56,10 +56,13 @@ fn make(key: &str, bound: bool) -> Option<*const PassState> {
         cache::age(cache::aging_period(cfg.max_plans));
         recorder = choose(entry, cfg, &mut state);
     }
-    let mut main = Context::new(&state, 0, None);
+    let p = Box::into_raw(state);
+    // SAFETY: just made; this function owns it until it returns it.
+    let mut main = Context::new(unsafe { &*p }, 0, None);
+    // The owner's pointer: an undecided pass's classification writes through it.
+    main.pass = p;
     main.recorder = recorder;
     let Some(main) = try_box(main) else {
-        let p = Box::into_raw(state);
         // SAFETY: just made; finished and freed at once, as an abandoned pass.
         unsafe {
             (*p).note_abandoned(AbandonReason::OutOfMemory);
@@ -68,12 +71,28 @@ fn make(key: &str, bound: bool) -> Option<*const PassState> {
         }
         return None;
     };
-    state.check_in_main(Box::into_raw(main).cast());
-    Some(Box::into_raw(state))
+    // SAFETY: as above.
+    unsafe { (*p).check_in_main(Box::into_raw(main).cast()) };
+    Some(p)
 }
 
-/// Profile, replay or backend for this pass of `entry`; the recorder of a profile.
+/// Profile, replay or backend for this pass of `entry`; the recorder of a profile. A
+/// bound pass of a key with shape classes is left undecided: its first requests choose
+/// the class, which then chooses so (`classify.rs`).
 fn choose(entry: &'static KeyEntry, cfg: &Config, pass: &mut PassState) -> Option<Recorder> {
+    if cfg.mode == Mode::Replay && pass.bound && entry.classes.classed() {
+        pass.undecided = true;
+        return None;
+    }
+    choose_for(entry, cfg, pass)
+}
+
+/// [`choose`] for `entry` itself (a key, or the class an undecided pass belongs to).
+pub(crate) fn choose_for(
+    entry: &'static KeyEntry,
+    cfg: &Config,
+    pass: &mut PassState,
+) -> Option<Recorder> {
     let key: &'static str = &entry.key; // entries are never freed
     if cfg.mode == Mode::Profile {
         let rec = Recorder::new(key, cfg.backtrace, Bounds::of(cfg), counted_lanes(cfg))?;

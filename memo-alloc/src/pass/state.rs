@@ -62,6 +62,9 @@ pub(crate) struct PassState {
     /// being profiled or planned): its large blocks are kept off the backend's arenas,
     /// as a profiled pass's are (see `own_blocks`).
     pub(crate) interim: bool,
+    /// A pass of a key with shape classes whose class is not known yet: it runs on the
+    /// backend until its main context's first requests decide (`classify.rs`).
+    pub(crate) undecided: bool,
     refs: plain::AtomicU32,
     active: plain::AtomicU32,
     ended: plain::AtomicBool,
@@ -100,6 +103,7 @@ impl PassState {
             counted,
             bound: false,
             interim: false,
+            undecided: false,
             refs: plain::AtomicU32::new(1),
             active: plain::AtomicU32::new(1),
             ended: plain::AtomicBool::new(false),

@@ -11,7 +11,7 @@ use crate::plan::document;
 use crate::profiling::profile::{Profile, Record, NONE};
 use crate::registry::cache;
 use crate::registry::reclaim::RECLAIMER;
-use crate::registry::{KeyEntry, Summary};
+use crate::registry::{KeyEntry, Signature, Summary};
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::pool::{Slabs, MAX_INSTANCES};
 use crate::support::sync::Ordering;
@@ -24,6 +24,11 @@ pub(crate) struct Job {
     pub(crate) serial: Option<u64>,
     /// The key's previous plan, held for merging into the new one.
     pub(crate) base: Option<Pinned>,
+    /// The signature of the profiled pass's first requests (see `registry::classes`).
+    pub(crate) signature: Signature,
+    /// The plan takes over `signature` as its entry's (a class no pass matched, replaced);
+    /// else the entry keeps its own (see `registry::classes`).
+    pub(crate) retag: bool,
 }
 
 /// A plan held by a job: registered in its `active` count, so it is not freed meanwhile.
@@ -73,6 +78,8 @@ impl Job {
             entry,
             serial,
             base,
+            signature,
+            retag,
         } = self;
         // Merged with the key's previous plan, if any: plans converge (see `merge`).
         let seen = base
@@ -82,6 +89,9 @@ impl Job {
         let lanes = lanes_after(base.as_ref().map(|b| &b.get().plan.lanes), cfg);
         drop(base);
         plan_and_publish(profile, &seen, &lanes, entry, serial, cfg);
+        if let Some(e) = entry.filter(|e| e.has_plan()) {
+            e.classes.published(&signature, retag);
+        }
     }
 }
 

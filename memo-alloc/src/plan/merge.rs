@@ -124,6 +124,7 @@ mod tests {
                 realloc_parent: None,
                 escaping: false,
                 call_site: None,
+                when: None,
             })
             .collect();
         Trace {
@@ -141,6 +142,7 @@ mod tests {
             }],
             allocations,
             uses: Vec::new(),
+            recording: None,
         }
     }
 

@@ -9,7 +9,7 @@
 use std::collections::TryReserveError;
 
 use crate::format::trace::{AllocKind, Trace, TraceAlloc, TraceScope, TraceUse};
-use crate::format::trace::{FORMAT_VERSION, TRACE_FORMAT};
+use crate::format::trace::{TRACE_FORMAT, TRACE_VERSION};
 use crate::profiling::lane_count::CountedLanes;
 use crate::profiling::tag::TaggedPtr;
 
@@ -125,16 +125,18 @@ impl Profile {
                 realloc_parent: r.parent(),
                 escaping: r.escaping(),
                 call_site: (r.site != NONE).then(|| resolve_site(r.site)).flatten(),
+                when: None,
             })
             .collect();
         Trace {
             format: TRACE_FORMAT.to_string(),
-            version: FORMAT_VERSION,
+            version: TRACE_VERSION,
             key: self.key.clone(),
             events: self.events,
             scopes: self.scopes.clone(),
             allocations,
             uses: self.uses.clone(),
+            recording: None,
         }
     }
 
@@ -310,18 +312,30 @@ impl Profile {
 /// is a frame of the call site (in a release build the program's own function is often
 /// the outer name of an address whose innermost is `alloc::raw_vec`).
 fn resolve_frames(ips: impl Iterator<Item = usize>) -> Vec<String> {
+    keep_frames(ips.map(resolve_ip))
+}
+
+/// The symbol names of instruction pointer `ip`, the innermost first (its address when
+/// it resolves to none).
+pub(crate) fn resolve_ip(ip: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+        names.push(
+            sym.name()
+                .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}")),
+        );
+    });
+    if names.is_empty() {
+        names.push(format!("{ip:#x}"));
+    }
+    names
+}
+
+/// The frames of a call site from the names of its instruction pointers (innermost
+/// first): the allocator's own and std's allocation glue skipped, at most [`FRAMES`].
+pub(crate) fn keep_frames(names: impl IntoIterator<Item = Vec<String>>) -> Vec<String> {
     let mut out = Vec::new();
-    for ip in ips {
-        let mut names = Vec::new();
-        backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
-            names.push(
-                sym.name()
-                    .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}")),
-            );
-        });
-        if names.is_empty() {
-            names.push(format!("{ip:#x}"));
-        }
+    for names in names {
         for name in names {
             if !is_internal(&name, out.is_empty()) {
                 out.push(name);

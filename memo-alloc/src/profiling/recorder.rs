@@ -640,6 +640,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "65,537 records: tens of minutes under Miri")]
     fn large_record_buffers_are_not_kept_spare() {
         let _ = SPARE.with(std::mem::take);
         let mut r = rec();
@@ -653,6 +654,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "70,000 records to wrap the tag: tens of minutes under Miri"
+    )]
     fn pairs_frees_exactly_under_address_reuse_and_tag_wrap() {
         let mut r = rec();
         // 70,000 allocations all at the same address: each freed before the next.

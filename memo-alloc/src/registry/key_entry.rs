@@ -2,13 +2,14 @@
 //! often it is used (for the cache), its backoff after abandoned profiles, its
 //! divergence window, its counters and the summary of its last profile.
 
+use crate::registry::classes::{Classes, MAX_CLASSES};
 use crate::registry::divergence::{Divergence, Verdict};
 use crate::registry::key_state::{KeyState, StateWord};
 use crate::registry::reclaim::{ReadGuard, Readers, Reclaimer};
 use crate::replay::slab::pool::Slabs;
 use crate::stats::{PassCounters, GLOBAL, MISS_REASONS};
 use crate::support::fallible::try_box;
-use crate::support::sync::{plain, LockId, Ordering, SpinLock};
+use crate::support::sync::{plain, AtomicPtr, LockId, Ordering, SpinLock};
 
 /// What the last profiled pass of a key looked like.
 #[derive(Clone, Debug, Default)]
@@ -62,6 +63,10 @@ pub(crate) struct KeyEntry {
     /// Whether the current plan's replays diverge.
     divergence: Divergence,
     pub(crate) counters: KeyCounters,
+    /// Its shape classes (see `classes.rs`).
+    pub(crate) classes: Classes,
+    /// The entries of its classes beyond its own (see `class_table.rs`).
+    pub(crate) class_entries: [AtomicPtr<KeyEntry>; MAX_CLASSES],
     /// Behind [`SUMMARIES`].
     summary: std::cell::UnsafeCell<Option<Summary>>,
 }
@@ -104,6 +109,8 @@ impl KeyEntry {
             backoffs: plain::AtomicU32::new(0),
             divergence: Divergence::default(),
             counters: KeyCounters::default(),
+            classes: Classes::default(),
+            class_entries: Default::default(),
             summary: std::cell::UnsafeCell::new(None),
         })
     }

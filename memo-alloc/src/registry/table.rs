@@ -4,6 +4,7 @@
 
 use std::ptr;
 
+use crate::registry::classes::Signature;
 use crate::registry::key_entry::KeyEntry;
 use crate::support::hash::FastHasher;
 use crate::support::sync::{plain, LockId, Ordering, SpinCell};
@@ -52,17 +53,53 @@ pub(crate) fn entry(key: &str) -> Option<&'static KeyEntry> {
         if let Some(e) = find(key) {
             return Some(e);
         }
-        let hash = hash_key(key);
-        let mut i = hash as usize % MAX_KEYS;
-        for _ in 0..MAX_KEYS {
-            if TABLE[i].load(Ordering::Acquire).is_null() {
-                let e: &'static KeyEntry = Box::leak(KeyEntry::new(key, hash)?);
-                TABLE[i].store(e as *const _ as *mut _, Ordering::Release);
-                return Some(e);
-            }
-            i = (i + 1) % MAX_KEYS;
+        insert(key)
+    })
+}
+
+/// Inserts a new entry for `key` (under [`INSERT`]).
+fn insert(key: &str) -> Option<&'static KeyEntry> {
+    let hash = hash_key(key);
+    let mut i = hash as usize % MAX_KEYS;
+    for _ in 0..MAX_KEYS {
+        if TABLE[i].load(Ordering::Acquire).is_null() {
+            let e: &'static KeyEntry = Box::leak(KeyEntry::new(key, hash)?);
+            TABLE[i].store(e as *const _ as *mut _, Ordering::Release);
+            return Some(e);
         }
-        None
+        i = (i + 1) % MAX_KEYS;
+    }
+    None
+}
+
+/// The class of signature `s` of key `own` (its own, or the one within the close ratio,
+/// see `classes.rs`), made (named `<key>#<n>`) when there is none and the key has fewer
+/// than `max` classes; `None` past the bound or when memory or the table ran out. With
+/// the re-entrancy guard set.
+pub(crate) fn class_entry(
+    own: &'static KeyEntry,
+    s: &Signature,
+    max: usize,
+) -> Option<&'static KeyEntry> {
+    INSERT.with(|()| {
+        if let Some(c) = own.find_class(s) {
+            return Some(c);
+        }
+        if let Some(c) = own.close_class(s) {
+            return Some(c);
+        }
+        if own.class_count() >= max {
+            return None;
+        }
+        let mut name = String::new();
+        name.try_reserve_exact(own.key.len() + 4).ok()?;
+        {
+            use std::fmt::Write;
+            write!(name, "{}#{}", own.key, own.class_count()).ok()?;
+        }
+        let c = find(&name).or_else(|| insert(&name))?;
+        c.classes.mark_class(s);
+        own.add_class(c, max).then_some(c)
     })
 }
 

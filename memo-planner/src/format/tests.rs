@@ -42,6 +42,7 @@ fn csv_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads every data file: hours under Miri")]
 fn reads_every_data_csv() {
     let data = Path::new(DATA);
     let mut files = Vec::new();

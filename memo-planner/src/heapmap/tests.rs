@@ -267,6 +267,7 @@ fn many_groups_share_an_other_entry() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "a large trace: hours under Miri")]
 fn large_trace_stays_small() {
     let p = dnn_trace(100_000, 1);
     let plan = OffsetStrategy::GreedyBySize.plan(&p);
@@ -302,6 +303,7 @@ proptest::proptest! {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "300,000 points: hours under Miri")]
 fn dust_raster_coarsens_to_stay_small() {
     let centres: Vec<(f64, f64)> = (0..1000)
         .flat_map(|x| (0..600).map(move |y| (x, y)))

@@ -196,6 +196,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of buffers: hours under Miri")]
     fn long_lived_buffers_are_placed_once() {
         let p = dnn_trace(2000, 3);
         let got = plan(&p);

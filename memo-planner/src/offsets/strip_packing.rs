@@ -483,6 +483,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "thousands of buffers: hours under Miri")]
     fn matches_the_reference_on_a_dnn_trace() {
         let p = dnn_trace(1500, 5);
         let got = plan(&p);

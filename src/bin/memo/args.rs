@@ -27,7 +27,8 @@ Exit status:
     name = "memo",
     version,
     about = "Plan memory-planning problems and study memomalloc traces: plan, compare, \
-             heapmap (draw a plan), stats (study a trace), export (DHAT, Perfetto, CSV)",
+             heapmap (draw a plan), stats (study a trace), export (DHAT, Perfetto, CSV, \
+             folded stacks, flame graph, pprof), diff (compare two traces)",
     after_help = EXIT_STATUS_HELP
 )]
 pub struct Cli {
@@ -47,7 +48,7 @@ pub enum PlanFormat {
     Csv,
 }
 
-/// Output format of `memo compare` and `memo stats`.
+/// Output format of `memo compare`, `memo stats` and `memo diff`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     /// An aligned table for people.
@@ -131,12 +132,27 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Export a recorded pass for the DHAT viewer, Perfetto, or other planners.
+    /// Compare two traces (pass traces or whole-program profiles) by op and by call site:
+    /// allocations, bytes and bytes live at the peak, the largest change first.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Diff {
+        /// The first (baseline) trace.
+        a: PathBuf,
+        /// The second trace, compared with the first.
+        b: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        /// Write the output here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Export a trace for the DHAT viewer, Perfetto, pprof, flame graph tools or planners.
     #[command(
         after_help = EXIT_STATUS_HELP,
         group(
             clap::ArgGroup::new("outputs").required(true).multiple(true)
-                .args(["dhat", "perfetto", "csv"])
+                .args(["dhat", "perfetto", "csv", "folded", "flamegraph", "pprof"])
         )
     )]
     Export {
@@ -151,6 +167,16 @@ pub enum Command {
         /// Write the pass as a planner problem (minimalloc CSV convention).
         #[arg(long, value_name = "OUT.csv")]
         csv: Option<PathBuf>,
+        /// Write folded stacks (allocated bytes by stack) for flame graph tools.
+        #[arg(long, value_name = "OUT.folded")]
+        folded: Option<PathBuf>,
+        /// Write a flame graph SVG of the allocated bytes by stack (open it in a browser).
+        #[arg(long, value_name = "OUT.svg")]
+        flamegraph: Option<PathBuf>,
+        /// Write a heap profile in pprof's format (gzipped protobuf: allocated and peak
+        /// live objects and bytes by stack) for `go tool pprof`, pprof.me or speedscope.
+        #[arg(long, value_name = "OUT.pb.gz")]
+        pprof: Option<PathBuf>,
         /// Instant events in the Perfetto file for this many of the largest allocations.
         #[arg(long, default_value_t = memomalloc::study::perfetto::LARGEST)]
         largest: usize,

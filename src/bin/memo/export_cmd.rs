@@ -1,10 +1,11 @@
-//! `memo export`: a recorded pass for other tools (DHAT viewer, Perfetto, CSV planners).
+//! `memo export`: a trace for other tools (DHAT viewer, Perfetto, CSV planners, flame
+//! graph tools, pprof).
 
 use std::path::Path;
 
 use memo_alloc::trace::Trace;
 use memo_planner::text::thousands;
-use memomalloc::study::{dhat, perfetto, to_csv};
+use memomalloc::study::{dhat, folded, perfetto, pprof, to_csv};
 use serde_json::Value;
 
 use crate::failure::Failure;
@@ -20,15 +21,30 @@ pub struct Outputs<'a> {
     pub perfetto: Option<&'a Path>,
     /// The planner problem as CSV.
     pub csv: Option<&'a Path>,
+    /// The folded stacks.
+    pub folded: Option<&'a Path>,
+    /// The flame graph SVG.
+    pub flamegraph: Option<&'a Path>,
+    /// The pprof heap profile.
+    pub pprof: Option<&'a Path>,
 }
 
 /// `memo export`: writes each requested file and says what it holds; `largest` is the
 /// number of allocations marked in the Perfetto file.
 pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failure> {
-    if outputs.dhat.is_none() && outputs.perfetto.is_none() && outputs.csv.is_none() {
+    if outputs.dhat.is_none()
+        && outputs.perfetto.is_none()
+        && outputs.csv.is_none()
+        && outputs.folded.is_none()
+        && outputs.flamegraph.is_none()
+        && outputs.pprof.is_none()
+    {
         return Err(Failure::Usage {
             subcommand: "export",
-            message: "nothing to export: give --dhat, --perfetto and/or --csv".into(),
+            message:
+                "nothing to export: give --dhat, --perfetto, --csv, --folded, --flamegraph and/or \
+                 --pprof"
+                    .into(),
         });
     }
     let trace = load_trace(path)?;
@@ -41,6 +57,15 @@ pub fn export(path: &Path, outputs: Outputs, largest: usize) -> Result<(), Failu
     }
     if let Some(out) = outputs.csv {
         said.push_str(&write_csv(&trace, out)?);
+    }
+    if let Some(out) = outputs.folded {
+        said.push_str(&write_folded(&trace, out)?);
+    }
+    if let Some(out) = outputs.flamegraph {
+        said.push_str(&write_flamegraph(&trace, out)?);
+    }
+    if let Some(out) = outputs.pprof {
+        said.push_str(&write_pprof(&trace, out)?);
     }
     emit(None, &said)
 }
@@ -84,5 +109,41 @@ fn write_csv(trace: &Trace, out: &Path) -> Result<String, Failure> {
         "csv       {}: {} buffers (minimalloc convention)\n",
         out.display(),
         thousands(csv.lines().count().saturating_sub(1) as u64)
+    ))
+}
+
+/// Writes the folded stacks; returns the line that says what it holds.
+fn write_folded(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let text = folded::to_folded(trace);
+    write_file(out, text.as_bytes())?;
+    Ok(format!(
+        "folded    {}: {} stacks (feed it to inferno-flamegraph or flamegraph.pl)\n",
+        out.display(),
+        thousands(text.lines().count() as u64)
+    ))
+}
+
+/// Writes the flame graph SVG; returns the line that says what it holds.
+fn write_flamegraph(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let title = format!("{}: allocated bytes by stack", trace.key);
+    let svg = folded::to_flamegraph(trace, &title)
+        .map_err(|e| Failure::BadFile(format!("{}: {e}", out.display())))?;
+    write_file(out, &svg)?;
+    Ok(format!(
+        "flamegraph {}: allocated bytes by stack (open it in a browser)\n",
+        out.display()
+    ))
+}
+
+/// Writes the pprof heap profile; returns the line that says what it holds.
+fn write_pprof(trace: &Trace, out: &Path) -> Result<String, Failure> {
+    let profile = pprof::to_profile(trace);
+    write_file(out, &pprof::encode(&profile))?;
+    Ok(format!(
+        "pprof     {}: {} stacks, {} frames (go tool pprof -top {})\n",
+        out.display(),
+        thousands(profile.sample.len() as u64),
+        thousands(profile.location.len() as u64),
+        out.display()
     ))
 }

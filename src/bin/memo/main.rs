@@ -7,6 +7,8 @@
 //! memo heapmap INPUT [--strategy NAME] [--shared] -o OUT.svg
 //! memo stats   TRACE [--format text|json] [-o OUT]
 //! memo export  TRACE [--dhat OUT.json] [--perfetto OUT.json] [--csv OUT.csv]
+//!              [--folded OUT.folded] [--flamegraph OUT.svg] [--pprof OUT.pb.gz]
+//! memo diff    A B [--format text|json] [-o OUT]
 //! ```
 //!
 //! INPUT is a CSV problem (minimalloc convention), a JSON problem, or a trace written by
@@ -23,8 +25,10 @@
 
 mod args;
 mod compare_cmd;
+mod diff_cmd;
 mod export_cmd;
 mod failure;
+mod groups_text;
 mod heapmap_cmd;
 mod input;
 mod output;
@@ -95,11 +99,20 @@ fn run(command: Command) -> Result<(), Failure> {
             format,
             output,
         } => stats_cmd::stats(&trace, format, output.as_deref()),
+        Command::Diff {
+            a,
+            b,
+            format,
+            output,
+        } => diff_cmd::diff_cmd(&a, &b, format, output.as_deref()),
         Command::Export {
             trace,
             dhat,
             perfetto,
             csv,
+            folded,
+            flamegraph,
+            pprof,
             largest,
         } => export_cmd::export(
             &trace,
@@ -107,6 +120,9 @@ fn run(command: Command) -> Result<(), Failure> {
                 dhat: dhat.as_deref(),
                 perfetto: perfetto.as_deref(),
                 csv: csv.as_deref(),
+                folded: folded.as_deref(),
+                flamegraph: flamegraph.as_deref(),
+                pprof: pprof.as_deref(),
             },
             largest,
         ),

@@ -38,6 +38,22 @@ pub fn pretty_json(doc: &Value) -> Result<String, Failure> {
     Ok(text)
 }
 
+/// `fields` (an object) as indented JSON, after the paths of the files it was read from
+/// (`inputs`: each field's name and path).
+pub fn pretty_json_after_inputs(
+    inputs: &[(&str, &Path)],
+    fields: &impl serde::Serialize,
+) -> Result<String, Failure> {
+    let mut doc = serde_json::Map::new();
+    for (name, path) in inputs {
+        doc.insert((*name).into(), Value::from(path.display().to_string()));
+    }
+    if let Value::Object(m) = serde_json::to_value(fields).map_err(internal)? {
+        doc.extend(m);
+    }
+    pretty_json(&Value::Object(doc))
+}
+
 /// A document that does not serialise: the result failed.
 fn internal(e: serde_json::Error) -> Failure {
     Failure::Failed(format!("internal error: cannot write JSON: {e}"))

@@ -4,12 +4,11 @@ use std::path::Path;
 
 use memo_planner::text::{bytes_and_mib, short_size, thousands};
 use memomalloc::study::{Bucket, Memory, ScopeTimes, Share, Study, TOP_CALL_SITES};
-use serde_json::Value;
 
 use crate::args::ReportFormat;
 use crate::failure::Failure;
 use crate::input::load_trace;
-use crate::output::{emit, pretty_json};
+use crate::output::{emit, pretty_json_after_inputs};
 use crate::table::Table;
 
 /// Width of the histogram bars, in characters.
@@ -20,22 +19,10 @@ pub fn stats(path: &Path, format: ReportFormat, output: Option<&Path>) -> Result
     let trace = load_trace(path)?;
     let study = Study::of(&trace);
     let text = match format {
-        ReportFormat::Json => study_json(path, &study)?,
+        ReportFormat::Json => pretty_json_after_inputs(&[("input", path)], &study)?,
         ReportFormat::Text => render(path, &study),
     };
     emit(output, &text)
-}
-
-/// The study as JSON, after the trace's path (`input`).
-fn study_json(path: &Path, study: &Study) -> Result<String, Failure> {
-    let mut doc = serde_json::Map::new();
-    doc.insert("input".into(), Value::from(path.display().to_string()));
-    let fields = serde_json::to_value(study)
-        .map_err(|e| Failure::Failed(format!("internal error: cannot write JSON: {e}")))?;
-    if let Value::Object(m) = fields {
-        doc.extend(m);
-    }
-    pretty_json(&Value::Object(doc))
 }
 
 /// `part` as a percentage of `whole` with one decimal, `-` when `whole` is 0.
@@ -123,6 +110,7 @@ fn render(path: &Path, s: &Study) -> String {
     } else {
         out.push_str("\ncall sites    not captured (record with MEMO_BACKTRACE=1)\n");
     }
+    out.push_str(&crate::groups_text::render(s));
     out
 }
 

@@ -178,7 +178,7 @@ fn escapes_by_brute_force(p: &Profile, max: u64) -> Vec<LaneEscape> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 256 }))]
 
     /// A pass recorded with its lane requests counted plans exactly as the same pass
     /// recorded whole (as when trace files are written): slots, ordinals, offsets,

@@ -310,12 +310,14 @@ impl Instance {
     }
 
     /// The live slots (a snapshot: a slot seen live may be freed meanwhile; a slot seen
-    /// empty stays empty until this instance's owner hands it out).
-    pub(crate) fn live_slots(&self) -> Vec<u32> {
+    /// empty stays empty until this instance's owner hands it out); `None` when the
+    /// backend could not hold the list (the allocator's paths never abort on that).
+    pub(crate) fn live_slots(&self) -> Option<Vec<u32>> {
         // SAFETY: an instance's plan outlives it.
         let plan = unsafe { &*self.plan };
         // A live slot holds the word of its first group: count it there.
-        self.occupant
+        let live = self
+            .occupant
             .iter()
             .enumerate()
             .map(|(g, o)| (g, o.load(Ordering::Acquire)))
@@ -326,8 +328,13 @@ impl Instance {
                         .get(s as usize)
                         .is_some_and(|s| s.group == g as u32)
             })
-            .map(|(_, s)| s)
-            .collect()
+            .map(|(_, s)| s);
+        let mut out = Vec::new();
+        for s in live {
+            out.try_reserve(1).ok()?;
+            out.push(s);
+        }
+        Some(out)
     }
 
     /// Resets the owner-only state for a new pass.

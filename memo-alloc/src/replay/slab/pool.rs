@@ -169,7 +169,12 @@ impl Slabs {
             }
             let mut carried = Vec::new();
             if i.pinned.load(Ordering::Acquire) {
-                carried = i.live_slots();
+                let Some(live) = i.live_slots() else {
+                    // No memory for the list: the instance waits for a later pass.
+                    i.state.store(FREE, Ordering::Release);
+                    continue;
+                };
+                carried = live;
                 if carried.is_empty() {
                     i.pinned.store(false, Ordering::Relaxed);
                 } else if !allow_pinned {
@@ -222,7 +227,14 @@ impl Slabs {
         let mut out = Released::default();
         set_lend_pending(i, false);
         let now = self.plan.note_pass_end();
-        let live = i.live_slots();
+        let Some(live) = i.live_slots() else {
+            // No memory for the list: the instance stays pinned (whatever is live in it
+            // stays its holder's) and the next pass to take it lists its slots again.
+            i.pinned.store(true, Ordering::Release);
+            i.state.store(FREE, Ordering::Release);
+            self.active.fetch_sub(1, Ordering::AcqRel);
+            return out;
+        };
         if !live.is_empty() {
             out.live = live.len() as u64;
             // SAFETY: still owned by the caller.

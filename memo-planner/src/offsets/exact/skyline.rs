@@ -488,7 +488,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 200 }))]
 
         /// Whatever the problem and capacity, a packing found is valid and fits, and
         /// the answer does not depend on the threads.

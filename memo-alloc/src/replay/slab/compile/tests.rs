@@ -225,6 +225,7 @@ fn reused_addresses(k: u32, groups: u32, reuse: u32) -> PlanFile {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "40,064 slots: tens of minutes under Miri")]
 fn plans_that_reuse_addresses_often_keep_every_slot() {
     // Each small slot lies under all 64 long ones: a check through the groups below
     // it that reach past it would cost 64 words per hand-out, 2.7M in all (budget
@@ -236,6 +237,7 @@ fn plans_that_reuse_addresses_often_keep_every_slot() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "20,000 nested slots: tens of minutes under Miri")]
 fn heavily_overlapping_plans_compile_to_linear_tables() {
     let n = 20_000;
     let c = CompiledPlan::compile(&nested(n)).unwrap();

@@ -1,0 +1,227 @@
+//! Passes of one key that come in several shapes: a decoding loop (a prefill, then steps
+//! whose attention grows with a cache that outlives each step) and an encoder whose
+//! sequence length is drawn from four values, all under one key each, as a user who has
+//! not read about buckets writes them.
+
+mod common;
+
+use std::hint::black_box;
+
+use common::serial_inline;
+use memo_alloc::{MemoAlloc, PassReport};
+
+#[global_allocator]
+static A: MemoAlloc = MemoAlloc::system();
+
+/// Layers of the synthetic transformer.
+const LAYERS: usize = 4;
+/// Bytes of one token's hidden state.
+const HIDDEN: usize = 1024;
+/// Attention heads.
+const HEADS: usize = 4;
+
+/// A block of `bytes`, written so that it is not optimised away.
+fn block(bytes: usize) -> Vec<u8> {
+    black_box(vec![1u8; bytes])
+}
+
+/// One transformer pass over `tokens` new tokens attending to `context` tokens (the
+/// cache plus the new ones); `cache` holds each layer's keys and values, replaced by
+/// blocks one token longer per new token (they outlive the pass).
+fn transformer(tokens: usize, context: usize, cache: &mut Vec<Vec<u8>>) {
+    let mut x = block(tokens * HIDDEN);
+    cache.resize_with(LAYERS, Vec::new);
+    for layer in cache.iter_mut() {
+        let norm = block(tokens * HIDDEN);
+        let qkv = block(3 * tokens * HIDDEN);
+        // The cache grows: a new block holding the old one and this pass's tokens.
+        let mut grown = Vec::with_capacity(context * 2 * HIDDEN / 4);
+        grown.extend_from_slice(&layer[..layer.len().min(grown.capacity())]);
+        *layer = black_box(grown);
+        let scores = block(HEADS * tokens * context * 4);
+        let probs = block(HEADS * tokens * context * 4);
+        // Work split in chunks of 32 tokens: the number of blocks follows the length.
+        let chunks: Vec<Vec<u8>> = (0..tokens.div_ceil(32))
+            .map(|_| block(8 * HIDDEN))
+            .collect();
+        drop(chunks);
+        let attn = block(tokens * HIDDEN);
+        drop((scores, probs, qkv, norm));
+        let up = block(4 * tokens * HIDDEN);
+        let down = block(tokens * HIDDEN);
+        drop((up, attn));
+        x = down;
+    }
+    black_box(&x);
+}
+
+/// The reports of `key` and of its shape classes (`<key>#<n>`).
+fn reports(key: &str) -> Vec<PassReport> {
+    let class = format!("{key}#");
+    memo_alloc::keys()
+        .iter()
+        .filter(|k| *k == key || k.starts_with(&class))
+        .filter_map(|k| memo_alloc::report(k))
+        .collect()
+}
+
+/// The key's and its classes' reports before and after `f`.
+fn delta(key: &str, f: impl FnOnce()) -> (Vec<PassReport>, Vec<PassReport>) {
+    let before = reports(key);
+    f();
+    (before, reports(key))
+}
+
+/// Positions of a request: the prefill of `PROMPT` tokens, then `STEPS` steps.
+const PROMPT: usize = 64;
+/// Decoding steps of a request.
+const STEPS: usize = 32;
+
+/// Runs `requests` decoding requests under `key`, one pass per position; returns the
+/// key's report deltas over the step passes of the last `measured` requests (with the
+/// profiles of their prefills), and over their prefill passes.
+fn decode(key: &str, requests: usize, measured: usize) -> (Measured, Measured) {
+    let mut m = Measured::default();
+    let mut prefills = Measured::default();
+    for r in 0..requests {
+        let mut cache = Vec::new();
+        let prefill = delta(key, || {
+            let _p = memo_alloc::pass(key);
+            transformer(PROMPT, PROMPT, &mut cache);
+        });
+        for step in 1..=STEPS {
+            let d = delta(key, || {
+                let _p = memo_alloc::pass(key);
+                transformer(1, PROMPT + step, &mut cache);
+            });
+            if r + measured >= requests {
+                m.add(&d);
+            }
+        }
+        if r + measured >= requests {
+            m.add_profiles(&prefill);
+            prefills.add(&prefill);
+        }
+    }
+    (m, prefills)
+}
+
+/// Sequence lengths of the encoder's passes.
+const LENGTHS: [usize; 4] = [40, 72, 96, 128];
+
+/// Runs `passes` encoder passes under `key`, each at a length drawn from [`LENGTHS`];
+/// returns the deltas over the last `measured`.
+fn encoder(key: &str, passes: usize, measured: usize) -> Measured {
+    let mut m = Measured::default();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..passes {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = LENGTHS[(seed % 4) as usize];
+        let d = delta(key, || {
+            let _p = memo_alloc::pass(key);
+            let mut none = Vec::new();
+            transformer(len, len, &mut none);
+            drop(none);
+        });
+        if i + measured >= passes {
+            m.add(&d);
+        }
+    }
+    m
+}
+
+/// What a stretch of passes did.
+#[derive(Default, Debug)]
+struct Measured {
+    passes: u64,
+    profiled: u64,
+    hits: u64,
+    misses: u64,
+    reasons: Vec<(String, u64)>,
+}
+
+impl Measured {
+    fn add(&mut self, d: &(Vec<PassReport>, Vec<PassReport>)) {
+        self.passes += 1;
+        self.add_profiles(d);
+        let sum = |rs: &[PassReport], f: &dyn Fn(&PassReport) -> u64| rs.iter().map(f).sum::<u64>();
+        let (before, after) = d;
+        self.hits += sum(after, &|r| r.slab_hits) - sum(before, &|r| r.slab_hits);
+        self.misses += sum(after, &|r| r.misses_by_reason.total())
+            - sum(before, &|r| r.misses_by_reason.total());
+        for (i, reason) in memo_alloc::MissReason::ALL.into_iter().enumerate() {
+            if self.reasons.len() <= i {
+                self.reasons.push((reason.name().to_string(), 0));
+            }
+            self.reasons[i].1 += sum(after, &|r| r.misses_by_reason.get(reason))
+                - sum(before, &|r| r.misses_by_reason.get(reason));
+        }
+    }
+
+    fn add_profiles(&mut self, (before, after): &(Vec<PassReport>, Vec<PassReport>)) {
+        let profiled = |rs: &[PassReport]| rs.iter().map(|r| r.passes_profiled).sum::<u64>();
+        self.profiled += profiled(after) - profiled(before);
+    }
+
+    /// Slab hits over the replayed passes' allocations.
+    fn share(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+}
+
+/// The shape classes of `key` beyond its own, as its report counts them; the keys
+/// named as its classes agree.
+fn classes(key: &str) -> usize {
+    let class = format!("{key}#");
+    let named = memo_alloc::keys()
+        .iter()
+        .filter(|k| k.starts_with(&class))
+        .count();
+    let reported = memo_alloc::report(key).map_or(0, |r| r.shape_classes as usize);
+    assert_eq!(reported, named, "{key}'s report and keys()");
+    reported
+}
+
+#[test]
+fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
+    let _g = serial_inline();
+    let m = encoder("encoder-4", 400, 300);
+    eprintln!("encoder: {m:?} share {:.4}", m.share());
+    assert!(m.share() >= 0.98, "{m:?}");
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4"), 3, "one class per length");
+}
+
+#[test]
+fn a_decoding_step_whose_cache_grows_settles_apart_from_its_prefill() {
+    let _g = serial_inline();
+    let (m, prefills) = decode("decode-steps", 40, 30);
+    eprintln!("decode: {m:?} share {:.4}", m.share());
+    eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
+    assert!(m.profiled <= 2, "settled: {m:?}");
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");
+    // The cache blocks escape each step (one per layer): every other request is served.
+    let served = m.hits as f64 / (m.hits + m.misses - reason("escaping")) as f64;
+    assert!(served >= 0.95, "{served}: {m:?}");
+    assert_eq!(
+        classes("decode-steps"),
+        1,
+        "the steps are one class, the prefill another"
+    );
+}
+
+#[test]
+fn a_key_of_many_shapes_keeps_its_classes_within_the_bound() {
+    let _g = serial_inline();
+    let max = memo_alloc::config::config().max_classes;
+    for i in 0..200 {
+        let _p = memo_alloc::pass("many-shapes");
+        let mut none = Vec::new();
+        transformer(1 + i % 24, 1 + i % 24, &mut none);
+    }
+    assert!(classes("many-shapes") < max, "{}", classes("many-shapes"));
+    assert!(classes("many-shapes") > 1);
+}
