@@ -108,10 +108,35 @@ mod tests {
             );
             // Same digest from another input instance and another pass.
             let d = digest(&out);
-            assert_eq!(d, digest(&engine.forward(&b)), "{model:?}");
-            assert_eq!(d, digest(&engine.forward(&a)), "{model:?}");
+            assert_eq!(d, digest(&engine.forward(&b, 0)), "{model:?}");
+            assert_eq!(d, digest(&engine.forward(&a, 0)), "{model:?}");
             // A fresh load (another process) computes the same.
-            assert_eq!(d, digest(&Engine::load(spec).unwrap().forward(&a)));
+            assert_eq!(d, digest(&Engine::load(spec).unwrap().forward(&a, 0)));
         }
+    }
+
+    #[test]
+    fn a_request_decoded_a_step_per_pass_ends_where_the_whole_request_does() {
+        let step = small(CandleModel::Llama2c);
+        assert_eq!((step.form, step.steps), (DecodeForm::Step, 3));
+        let request = CandleSpec {
+            form: DecodeForm::Request,
+            ..step
+        };
+        let (stepper, whole) = (Engine::load(step).unwrap(), Engine::load(request).unwrap());
+        let input = stepper.input();
+        let per_pass: Vec<u64> = (0..=4)
+            .map(|p| digest(&stepper.forward(&input, p)))
+            .collect();
+        // Each pass decodes another position: the prefill, then steps 1 to 3.
+        for w in per_pass[..4].windows(2) {
+            assert_ne!(w[0], w[1], "{per_pass:x?}");
+        }
+        // The last step's logits are the whole request's.
+        let whole_input = whole.input();
+        assert_eq!(per_pass[3], digest(&whole.forward(&whole_input, 0)));
+        assert_eq!(per_pass[3], digest(&whole.forward(&whole_input, 1)));
+        // Pass 4 starts the next request with its prefill.
+        assert_eq!(per_pass[4], per_pass[0]);
     }
 }
