@@ -1,7 +1,8 @@
 //! Passes of one key that come in several shapes: a decoding loop (a prefill, then steps
 //! whose attention grows with a cache that outlives each step) and an encoder whose
-//! sequence length is drawn from four values, all under one key each, as a user who has
-//! not read about buckets writes them.
+//! sequence length is drawn from four values (without op scopes, and with every request
+//! inside them, as engines run), all under one key each, as a user who has not read about
+//! buckets writes them.
 
 mod common;
 
@@ -47,6 +48,42 @@ fn transformer(tokens: usize, context: usize, cache: &mut Vec<Vec<u8>>) {
         drop(chunks);
         let attn = block(tokens * HIDDEN);
         drop((scores, probs, qkv, norm));
+        let up = block(4 * tokens * HIDDEN);
+        let down = block(tokens * HIDDEN);
+        drop((up, attn));
+        x = down;
+    }
+    black_box(&x);
+}
+
+/// [`transformer`] as an engine runs it: a scope that closes before the first request
+/// (checking the input), then every request inside op scopes: the embedding and each
+/// layer's, with an attention scope inside the layer's.
+fn transformer_in_ops(tokens: usize, context: usize) {
+    {
+        let _check = memo_alloc::op("check");
+        black_box(tokens);
+    }
+    let _model = memo_alloc::op("model");
+    let mut x = {
+        let _embed = memo_alloc::op("embed");
+        block(tokens * HIDDEN)
+    };
+    for _ in 0..LAYERS {
+        let _layer = memo_alloc::op("layer");
+        let norm = block(tokens * HIDDEN);
+        let attn = {
+            let _attention = memo_alloc::op("attention");
+            let qkv = block(3 * tokens * HIDDEN);
+            let scores = block(HEADS * tokens * context * 4);
+            let probs = block(HEADS * tokens * context * 4);
+            let chunks: Vec<Vec<u8>> = (0..tokens.div_ceil(32))
+                .map(|_| block(8 * HIDDEN))
+                .collect();
+            drop((chunks, scores, probs, qkv));
+            block(tokens * HIDDEN)
+        };
+        drop(norm);
         let up = block(4 * tokens * HIDDEN);
         let down = block(tokens * HIDDEN);
         drop((up, attn));
@@ -112,6 +149,15 @@ const LENGTHS: [usize; 4] = [40, 72, 96, 128];
 /// Runs `passes` encoder passes under `key`, each at a length drawn from [`LENGTHS`];
 /// returns the deltas over the last `measured`.
 fn encoder(key: &str, passes: usize, measured: usize) -> Measured {
+    encoder_with(key, passes, measured, |len| {
+        let mut none = Vec::new();
+        transformer(len, len, &mut none);
+    })
+}
+
+/// Runs `passes` passes of `run` under `key`, each at a length drawn from [`LENGTHS`];
+/// returns the deltas over the last `measured`.
+fn encoder_with(key: &str, passes: usize, measured: usize, run: impl Fn(usize)) -> Measured {
     let mut m = Measured::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..passes {
@@ -121,9 +167,7 @@ fn encoder(key: &str, passes: usize, measured: usize) -> Measured {
         let len = LENGTHS[(seed % 4) as usize];
         let d = delta(key, || {
             let _p = memo_alloc::pass(key);
-            let mut none = Vec::new();
-            transformer(len, len, &mut none);
-            drop(none);
+            run(len);
         });
         if i + measured >= passes {
             m.add(&d);
@@ -192,6 +236,38 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
     assert!(m.share() >= 0.98, "{m:?}");
     assert_eq!(m.profiled, 0, "settled: {m:?}");
     assert_eq!(classes("encoder-4"), 3, "one class per length");
+}
+
+#[test]
+fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_length() {
+    let _g = serial_inline();
+    let m = encoder_with("encoder-4-ops", 400, 300, |len| {
+        transformer_in_ops(len, len)
+    });
+    eprintln!("encoder in ops: {m:?} share {:.4}", m.share());
+    assert!(m.share() >= 0.98, "{m:?}");
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4-ops"), 3, "one class per length");
+}
+
+#[test]
+fn an_encoder_whose_first_large_request_is_the_same_at_every_length_is_told_apart_past_it() {
+    let _g = serial_inline();
+    // An interpreter's table of live tensors: sized by the model, not the length, made
+    // before the first op and kept to the end of the pass.
+    let m = encoder_with("encoder-4-table", 400, 300, |len| {
+        let table = black_box(vec![0u64; 96]);
+        transformer_in_ops(len, len);
+        drop(table);
+    });
+    eprintln!("encoder with a table: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4-table"), 3, "one class per length");
+    // The table is asked for before the decision (on the backend); every request after
+    // it is served from its length's slab.
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(m.misses, reason("no_slab"), "{m:?}");
+    assert_eq!(m.misses, m.passes, "{m:?}");
 }
 
 #[test]
