@@ -70,7 +70,7 @@ pub fn pass(key: &str) -> PassGuard {
     let recorded = (recording() && !nested)
         .then(|| {
             let name = thread::with_bookkeeping(|| interned(key));
-            observe_program::enter_scope(name, None, ScopeKind::Pass)
+            observe_program::enter_scope(name, ScopeKind::Pass)
         })
         .flatten();
     let kind = if nested {
@@ -129,7 +129,7 @@ unsafe fn current<'a>(serial: Option<u64>) -> Option<&'a mut Context> {
 /// that run in another order than when profiled still find their slots.
 pub fn op(name: &'static str) -> OpGuard {
     let recorded = if recording() {
-        observe_program::enter_scope(name, None, ScopeKind::Op)
+        observe_program::enter_scope(name, ScopeKind::Op)
     } else {
         None
     };
