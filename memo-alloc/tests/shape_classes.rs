@@ -118,18 +118,35 @@ const STEPS: usize = 32;
 /// key's report deltas over the step passes of the last `measured` requests (with the
 /// profiles of their prefills), and over their prefill passes.
 fn decode(key: &str, requests: usize, measured: usize) -> (Measured, Measured) {
+    decode_with_table(key, requests, measured, None)
+}
+
+/// [`decode`], each pass first making an interpreter's table of its graph (`tables`: the
+/// prefill's size and a step's, a few hundred bytes apart) that it keeps to its end.
+fn decode_with_table(
+    key: &str,
+    requests: usize,
+    measured: usize,
+    tables: Option<(usize, usize)>,
+) -> (Measured, Measured) {
+    let table = |t: Option<usize>| t.map(|n| black_box(vec![0u8; n]));
+    let (prefill_table, step_table) = (tables.map(|t| t.0), tables.map(|t| t.1));
     let mut m = Measured::default();
     let mut prefills = Measured::default();
     for r in 0..requests {
         let mut cache = Vec::new();
         let prefill = delta(key, || {
             let _p = memo_alloc::pass(key);
+            let t = table(prefill_table);
             transformer(PROMPT, PROMPT, &mut cache);
+            drop(t);
         });
         for step in 1..=STEPS {
             let d = delta(key, || {
                 let _p = memo_alloc::pass(key);
+                let t = table(step_table);
                 transformer(1, PROMPT + step, &mut cache);
+                drop(t);
             });
             if r + measured >= requests {
                 m.add(&d);
@@ -300,4 +317,28 @@ fn a_key_of_many_shapes_keeps_its_classes_within_the_bound() {
     }
     assert!(classes("many-shapes") < max, "{}", classes("many-shapes"));
     assert!(classes("many-shapes") > 1);
+}
+
+#[test]
+fn a_decoding_step_whose_first_request_is_close_to_its_prefills_settles_apart_from_it() {
+    let _g = serial_inline();
+    // An interpreter's table of the graph it runs: the prefill's and a step's within the
+    // close ratio of each other; the passes part at their next large request.
+    let (m, prefills) = decode_with_table("decode-table", 40, 30, Some((1880, 2256)));
+    eprintln!("decode with a table: {m:?} share {:.4}", m.share());
+    eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
+    assert!(m.profiled <= 2, "settled: {m:?}");
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");
+    let served = m.hits as f64 / (m.hits + m.misses - reason("escaping")) as f64;
+    assert!(served >= 0.95, "{served}: {m:?}");
+    assert!(
+        prefills.share() >= 0.8,
+        "the prefill replays its own plan: {prefills:?}"
+    );
+    assert_eq!(
+        classes("decode-table"),
+        1,
+        "the steps are one class, the prefill another"
+    );
 }

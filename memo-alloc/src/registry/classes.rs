@@ -122,12 +122,13 @@ impl Signature {
         size_of(self.at(lead))
     }
 
-    /// Where this signature and `other` part as shapes: the first large request in which
-    /// they differ, when both have it and its sizes are more than [`CLOSE_RATIO`] apart.
+    /// Where this signature and `other` part as shapes: the first large request both
+    /// have whose sizes are more than [`CLOSE_RATIO`] apart (requests before it are alike
+    /// or jitter: an interpreter's table of the graph it runs, a little larger for a
+    /// decoding step than for its prefill).
     pub(crate) fn parts_at(&self, other: &Signature) -> Option<u32> {
         let both = self.count.min(other.count);
-        let p = (0..both).find(|&i| self.at(i) != other.at(i))?;
-        (!close(self.first(p), other.first(p))).then_some(p)
+        (0..both).find(|&i| !close(self.first(i), other.first(i)))
     }
 }
 
@@ -247,16 +248,20 @@ impl Classes {
 
     /// A pass replayed this entry's plan with counters `c`. For a key without classes
     /// (whose passes have no signature) it is the evidence of the plan's shape: a pass
-    /// that did not diverge matches it; one that missed most of what it asked is
-    /// [`Classes::note_failing`].
+    /// that did not diverge matches it; one that missed most of what it asked, by count
+    /// or by bytes (a prefill's large blocks among a step's many small ones served by
+    /// lanes), is [`Classes::note_failing`].
     /// With `max_classes` of 1 the key never has classes: nothing is noted.
     pub(crate) fn note_replay(&self, c: &PassCounters, max_classes: usize) {
         if max_classes <= 1 || self.classed() || self.is_class() {
             return; // classified passes match by signature
         }
+        let most = |part: u64, of: u64| part as f64 > FAILING_RATIO * of as f64;
         if c.slab_hits > 0 && c.diverged() == 0 {
             self.note_match();
-        } else if c.diverged() as f64 > FAILING_RATIO * c.allocations as f64 {
+        } else if most(c.diverged(), c.allocations)
+            || most(c.diverged_bytes, c.slab_bytes + c.diverged_bytes)
+        {
             self.note_failing();
         }
     }
@@ -341,6 +346,9 @@ mod tests {
         // Jitter, or nothing to tell them apart by: no parting.
         assert_eq!(table.parts_at(&signature(&[2048, 42 << 10])), None);
         assert_eq!(table.parts_at(&signature(&[2048])), None);
+        // A first request that jitters does not hide the parting after it.
+        assert_eq!(table.parts_at(&signature(&[2256, 72 << 10])), Some(1));
+        assert_eq!(table.parts_at(&signature(&[2256, 42 << 10])), None);
     }
 
     #[test]
@@ -401,6 +409,23 @@ mod tests {
         assert!(!e.classed());
         e.published(&signature(&[64 << 10]), true);
         e.note_replay(&failing, 8);
+        assert!(e.classed());
+    }
+
+    #[test]
+    fn a_replay_missing_most_of_its_bytes_fails_though_most_requests_hit() {
+        // A prefill on its steps' plan: its few large blocks miss, its small ones hit.
+        let mut prefill = PassCounters {
+            allocations: 100,
+            slab_hits: 90,
+            slab_bytes: 90 * 64,
+            diverged_bytes: 10 * (192 << 10),
+            ..PassCounters::default()
+        };
+        prefill.misses[crate::stats::MissReason::TooLarge as usize] = 10;
+        let e = classes(2048);
+        e.published(&signature(&[2256, 3072]), true);
+        e.note_replay(&prefill, 8);
         assert!(e.classed());
     }
 }
