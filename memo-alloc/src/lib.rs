@@ -75,9 +75,14 @@
 //! and steps) gets a plan per shape without naming buckets. A pass's *signature* is the
 //! size and alignment of its first four requests above the lane bound. When a re-profile
 //! of a key whose plan replayed without diverging has a first large request more than
-//! 1.25x from the plan's (or, where both make their first large requests alike, a later
-//! one: the key's *lead* is the first that parts them), it founds a *shape class*: a
-//! plan of its own under the key `<key>#<n>`, with its own divergence window and merges.
+//! 1.25x from the plan's (or, where their first large requests are alike or within
+//! 1.25x, a later one: the key's *lead* is the first that parts them), it founds a
+//! *shape class*: a plan of its own under the key `<key>#<n>`, with its own divergence
+//! window and merges. A re-profile of another shape than a plan no pass matched
+//! replaces that plan instead; when the replaced shape comes back (a replay that misses
+//! most of its requests or of its bytes: a decoding loop's prefill on its steps' plan),
+//! the key is classed, and that shape founds a class at its next pass.
+//!
 //! From then on each pass of the key is decided by its signature at the lead, at
 //! whatever op-scope depth the deciding request comes: until then its requests go to the
 //! backend (in a replay, misses of reason `no_slab`), and from that request on the

@@ -8,8 +8,9 @@
 //! than its plan, the key becomes *classed* (`pass/finish.rs`, `shape_of`): the re-profile becomes
 //! the plan of a new class, a key entry of its own (named `<key>#<n>`), and the key's own
 //! plan stays the plan of its first class. Signatures are compared at the key's *lead*
-//! ([`Classes::lead`]): the large request after those all its shapes make alike (an
-//! interpreter's table of live tensors, the same at every length), found when the key
+//! ([`Classes::lead`]): the large request after those all its shapes make alike or
+//! within [`CLOSE_RATIO`] (an interpreter's table of live tensors, the same at every
+//! length, a little larger for a decoding step than for its prefill), found when the key
 //! founds its first class ([`Signature::parts_at`]). From then on a bound pass of the key
 //! starts undecided: its requests go to the backend until its signature at the lead is
 //! known, and the class of that signature profiles or replays the rest of the pass as
