@@ -70,6 +70,29 @@
 //! `/metrics` page), [`report`] one key's plan and counters ([`PassReport`]), [`keys`] the
 //! keys. They serialise with serde.
 //!
+//! # Shapes under one key
+//! A key whose passes come in a few shapes (sequence lengths, a decoding loop's prefill
+//! and steps) gets a plan per shape without naming buckets. A pass's *signature* is the
+//! size and alignment of its first four requests above the lane bound. When a re-profile
+//! of a key whose plan replayed without diverging has a first large request more than
+//! 1.25x from the plan's (or, where their first large requests are alike or within
+//! 1.25x, a later one: the key's *lead* is the first that parts them), it founds a
+//! *shape class*: a plan of its own under the key `<key>#<n>`, with its own divergence
+//! window and merges. A re-profile of another shape than a plan no pass matched
+//! replaces that plan instead; when the replaced shape comes back (a replay that misses
+//! most of its requests or of its bytes: a decoding loop's prefill on its steps' plan),
+//! the key is classed, and that shape founds a class at its next pass.
+//!
+//! From then on each pass of the key is decided by its signature at the lead, at
+//! whatever op-scope depth the deciding request comes: until then its requests go to the
+//! backend (in a replay, misses of reason `no_slab`), and from that request on the
+//! class's plan profiles or replays the rest of the pass, the op scopes open at the
+//! decision included. The class is the one of that signature, else the one within 1.25x
+//! of its first size, else a new one while the key has fewer than `MEMO_MAX_CLASSES`
+//! (default 8; 1: no classes), else the nearest above. A class's passes count on the
+//! class's [`report`] (`<key>#<n>`); the key's report counts those its own plan served,
+//! and [`PassReport::shape_classes`] its classes.
+//!
 //! # Whole programs and heap assertions
 //! `MEMO_PROFILE=<path>` records every allocation of every thread, from the first
 //! allocation to process exit (written by an `atexit` hook, or on `SIGINT`/`SIGTERM`; a

@@ -721,10 +721,10 @@ fn class_publication() {
                 .map(|c| (c.classes.signature(), c.classes.first()))
         });
         let class: &'static KeyEntry = Box::leak(KeyEntry::new("shapes#1", 2).unwrap());
-        class.classes.mark_class(&s);
+        class.classes.mark_class(&s, 0);
         assert!(own.add_class(class, 8));
         if let Some(seen) = reader.join().unwrap() {
-            assert_eq!(seen, (s.word(), 4096));
+            assert_eq!(seen, (s.word(0), 4096));
         }
     });
 }

@@ -9,6 +9,7 @@
 //! - Heap trackers count what their thread allocated while open, nest, and are not
 //!   disturbed by other tests allocating in parallel; a replayed pass shows its slab share.
 
+use std::hint::black_box;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,15 +36,15 @@ fn a_profiler_records_every_thread_with_scopes_and_time() {
     assert!(profiler.is_recording());
     let kept: Vec<u8> = {
         let _op = memo_alloc::op("main-work");
-        let v = vec![7u8; 3000];
-        drop(vec![1u8; 5000]);
+        let v = black_box(vec![7u8; 3000]);
+        drop(black_box(vec![1u8; 5000]));
         v
     };
     std::thread::Builder::new()
         .name("helper".into())
         .spawn(|| {
             let _op = memo_alloc::op("helper-work");
-            drop(std::hint::black_box(vec![0u64; 1000])); // 8000 bytes
+            drop(black_box(vec![0u64; 1000])); // 8000 bytes
         })
         .unwrap()
         .join()
@@ -89,18 +90,16 @@ fn passes_entered_on_other_threads_are_their_allocations_scopes() {
     let moved = memo_alloc::Pass::new("observe/moved");
     std::thread::spawn(move || {
         let _in = moved.enter();
-        drop(std::hint::black_box(vec![0u8; 7001]));
+        drop(black_box(vec![0u8; 7001]));
     })
     .join()
     .unwrap();
     {
         let _pass = memo_alloc::pass("observe/handled");
         let handle = memo_alloc::current().expect("inside a pass");
-        std::thread::spawn(move || {
-            handle.in_scope(3, || drop(std::hint::black_box(vec![0u8; 9001])))
-        })
-        .join()
-        .unwrap();
+        std::thread::spawn(move || handle.in_scope(3, || drop(black_box(vec![0u8; 9001]))))
+            .join()
+            .unwrap();
     }
     profiler.finish().expect("written");
     let trace = files::read_trace(&path).expect("reads back");
@@ -157,9 +156,9 @@ fn trackers_count_their_own_thread_in_parallel() {
 #[test]
 fn nested_trackers_see_what_was_allocated_while_they_were_open() {
     let outer = HeapTracker::start();
-    let a = vec![0u8; 100];
+    let a = black_box(vec![0u8; 100]);
     let inner = HeapTracker::start();
-    let b = vec![0u8; 50];
+    let b = black_box(vec![0u8; 50]);
     let (o, i) = (outer.stats(), inner.stats());
     assert_eq!((o.current_bytes, i.current_bytes), (150, 50));
     drop(a);
@@ -177,7 +176,7 @@ fn a_replayed_pass_counts_in_the_slab_share() {
     let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let work = || {
         let _pass = memo_alloc::pass("observe-test/replay");
-        let v = std::hint::black_box(vec![1u8; 4096]);
+        let v = black_box(vec![1u8; 4096]);
         drop(v);
     };
     work(); // profiled

@@ -1,7 +1,8 @@
 //! Passes of one key that come in several shapes: a decoding loop (a prefill, then steps
 //! whose attention grows with a cache that outlives each step) and an encoder whose
-//! sequence length is drawn from four values, all under one key each, as a user who has
-//! not read about buckets writes them.
+//! sequence length is drawn from four values (without op scopes, and with every request
+//! inside them, as engines run), all under one key each, as a user who has not read about
+//! buckets writes them.
 
 mod common;
 
@@ -55,6 +56,42 @@ fn transformer(tokens: usize, context: usize, cache: &mut Vec<Vec<u8>>) {
     black_box(&x);
 }
 
+/// [`transformer`] as an engine runs it: a scope that closes before the first request
+/// (checking the input), then every request inside op scopes: the embedding and each
+/// layer's, with an attention scope inside the layer's.
+fn transformer_in_ops(tokens: usize, context: usize) {
+    {
+        let _check = memo_alloc::op("check");
+        black_box(tokens);
+    }
+    let _model = memo_alloc::op("model");
+    let mut x = {
+        let _embed = memo_alloc::op("embed");
+        block(tokens * HIDDEN)
+    };
+    for _ in 0..LAYERS {
+        let _layer = memo_alloc::op("layer");
+        let norm = block(tokens * HIDDEN);
+        let attn = {
+            let _attention = memo_alloc::op("attention");
+            let qkv = block(3 * tokens * HIDDEN);
+            let scores = block(HEADS * tokens * context * 4);
+            let probs = block(HEADS * tokens * context * 4);
+            let chunks: Vec<Vec<u8>> = (0..tokens.div_ceil(32))
+                .map(|_| block(8 * HIDDEN))
+                .collect();
+            drop((chunks, scores, probs, qkv));
+            block(tokens * HIDDEN)
+        };
+        drop(norm);
+        let up = block(4 * tokens * HIDDEN);
+        let down = block(tokens * HIDDEN);
+        drop((up, attn));
+        x = down;
+    }
+    black_box(&x);
+}
+
 /// The reports of `key` and of its shape classes (`<key>#<n>`).
 fn reports(key: &str) -> Vec<PassReport> {
     let class = format!("{key}#");
@@ -81,18 +118,35 @@ const STEPS: usize = 32;
 /// key's report deltas over the step passes of the last `measured` requests (with the
 /// profiles of their prefills), and over their prefill passes.
 fn decode(key: &str, requests: usize, measured: usize) -> (Measured, Measured) {
+    decode_with_table(key, requests, measured, None)
+}
+
+/// [`decode`], each pass first making an interpreter's table of its graph (`tables`: the
+/// prefill's size and a step's, a few hundred bytes apart) that it keeps to its end.
+fn decode_with_table(
+    key: &str,
+    requests: usize,
+    measured: usize,
+    tables: Option<(usize, usize)>,
+) -> (Measured, Measured) {
+    let table = |t: Option<usize>| t.map(|n| black_box(vec![0u8; n]));
+    let (prefill_table, step_table) = (tables.map(|t| t.0), tables.map(|t| t.1));
     let mut m = Measured::default();
     let mut prefills = Measured::default();
     for r in 0..requests {
         let mut cache = Vec::new();
         let prefill = delta(key, || {
             let _p = memo_alloc::pass(key);
+            let t = table(prefill_table);
             transformer(PROMPT, PROMPT, &mut cache);
+            drop(t);
         });
         for step in 1..=STEPS {
             let d = delta(key, || {
                 let _p = memo_alloc::pass(key);
+                let t = table(step_table);
                 transformer(1, PROMPT + step, &mut cache);
+                drop(t);
             });
             if r + measured >= requests {
                 m.add(&d);
@@ -112,6 +166,15 @@ const LENGTHS: [usize; 4] = [40, 72, 96, 128];
 /// Runs `passes` encoder passes under `key`, each at a length drawn from [`LENGTHS`];
 /// returns the deltas over the last `measured`.
 fn encoder(key: &str, passes: usize, measured: usize) -> Measured {
+    encoder_with(key, passes, measured, |len| {
+        let mut none = Vec::new();
+        transformer(len, len, &mut none);
+    })
+}
+
+/// Runs `passes` passes of `run` under `key`, each at a length drawn from [`LENGTHS`];
+/// returns the deltas over the last `measured`.
+fn encoder_with(key: &str, passes: usize, measured: usize, run: impl Fn(usize)) -> Measured {
     let mut m = Measured::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..passes {
@@ -121,9 +184,7 @@ fn encoder(key: &str, passes: usize, measured: usize) -> Measured {
         let len = LENGTHS[(seed % 4) as usize];
         let d = delta(key, || {
             let _p = memo_alloc::pass(key);
-            let mut none = Vec::new();
-            transformer(len, len, &mut none);
-            drop(none);
+            run(len);
         });
         if i + measured >= passes {
             m.add(&d);
@@ -195,6 +256,38 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
 }
 
 #[test]
+fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_length() {
+    let _g = serial_inline();
+    let m = encoder_with("encoder-4-ops", 400, 300, |len| {
+        transformer_in_ops(len, len)
+    });
+    eprintln!("encoder in ops: {m:?} share {:.4}", m.share());
+    assert!(m.share() >= 0.98, "{m:?}");
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4-ops"), 3, "one class per length");
+}
+
+#[test]
+fn an_encoder_whose_first_large_request_is_the_same_at_every_length_is_told_apart_past_it() {
+    let _g = serial_inline();
+    // An interpreter's table of live tensors: sized by the model, not the length, made
+    // before the first op and kept to the end of the pass.
+    let m = encoder_with("encoder-4-table", 400, 300, |len| {
+        let table = black_box(vec![0u64; 96]);
+        transformer_in_ops(len, len);
+        drop(table);
+    });
+    eprintln!("encoder with a table: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert_eq!(classes("encoder-4-table"), 3, "one class per length");
+    // The table is asked for before the decision (on the backend); every request after
+    // it is served from its length's slab.
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(m.misses, reason("no_slab"), "{m:?}");
+    assert_eq!(m.misses, m.passes, "{m:?}");
+}
+
+#[test]
 fn a_decoding_step_whose_cache_grows_settles_apart_from_its_prefill() {
     let _g = serial_inline();
     let (m, prefills) = decode("decode-steps", 40, 30);
@@ -224,4 +317,28 @@ fn a_key_of_many_shapes_keeps_its_classes_within_the_bound() {
     }
     assert!(classes("many-shapes") < max, "{}", classes("many-shapes"));
     assert!(classes("many-shapes") > 1);
+}
+
+#[test]
+fn a_decoding_step_whose_first_request_is_close_to_its_prefills_settles_apart_from_it() {
+    let _g = serial_inline();
+    // An interpreter's table of the graph it runs: the prefill's and a step's within the
+    // close ratio of each other; the passes part at their next large request.
+    let (m, prefills) = decode_with_table("decode-table", 40, 30, Some((1880, 2256)));
+    eprintln!("decode with a table: {m:?} share {:.4}", m.share());
+    eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
+    assert!(m.profiled <= 2, "settled: {m:?}");
+    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
+    assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");
+    let served = m.hits as f64 / (m.hits + m.misses - reason("escaping")) as f64;
+    assert!(served >= 0.95, "{served}: {m:?}");
+    assert!(
+        prefills.share() >= 0.8,
+        "the prefill replays its own plan: {prefills:?}"
+    );
+    assert_eq!(
+        classes("decode-table"),
+        1,
+        "the steps are one class, the prefill another"
+    );
 }

@@ -183,24 +183,96 @@ fn shaped_pass(key: &str, shape: usize) {
 /// (the one the change fell in): nine replayed passes, the profiled one, one replay.
 const REPLAYS_AFTER_A_CHANGE: u64 = 11;
 
+/// What the passes of a key and its shape classes (`<key>#<n>`) did, summed.
+#[derive(Clone, Copy, Debug, Default)]
+struct Summed {
+    hits: u64,
+    misses: u64,
+    /// Misses for want of a slab: in a classified pass, its requests before its class is
+    /// decided.
+    no_slab: u64,
+    profiled: u64,
+}
+
+/// [`Summed`] over `key` and its shape classes; with `max_classes` of 1, `key` alone.
+fn summed(key: &str) -> Summed {
+    let class = format!("{key}#");
+    let keys = memo_alloc::keys();
+    let mut sum = Summed::default();
+    for k in keys.iter().filter(|k| *k == key || k.starts_with(&class)) {
+        let r = memo_alloc::report(k).unwrap();
+        sum.hits += r.slab_hits;
+        sum.misses += r.misses_by_reason.total();
+        sum.no_slab += r.misses_by_reason.no_slab;
+        sum.profiled += r.passes_profiled;
+    }
+    sum
+}
+
+/// Runs the passes of [`shaped_pass`] under `key`, its shape changing 12 times, more than
+/// the re-profiles of a key that still hits (8) are rate-limited to; calls `check` with
+/// the shape and what the last pass of that shape did.
+fn changing_shapes(key: &str, check: impl Fn(usize, Summed)) {
+    for shape in 0..12 {
+        let mut last = Summed::default();
+        for _ in 0..REPLAYS_AFTER_A_CHANGE {
+            let before = summed(key);
+            shaped_pass(key, shape);
+            let after = summed(key);
+            last = Summed {
+                hits: after.hits - before.hits,
+                misses: after.misses - before.misses,
+                no_slab: after.no_slab - before.no_slab,
+                profiled: after.profiled - before.profiled,
+            };
+        }
+        check(shape, last);
+    }
+}
+
 #[test]
 fn a_key_whose_shape_keeps_changing_is_reprofiled_every_time() {
-    inline_planner();
-    let key = "shape_changes";
-    // More changes than the re-profiles of a key that still hits (8) are rate-limited to.
-    for shape in 0..12 {
-        let mut last = None;
-        for _ in 0..REPLAYS_AFTER_A_CHANGE {
-            last = Some(common::delta(key, || shaped_pass(key, shape)));
-        }
-        let d = last.unwrap();
-        assert_eq!(
-            common::hits(&d),
-            65, // the blocks and the vector holding them
-            "shape {shape}: the last pass replays the new shape: {:?}",
-            d.1
-        );
+    // Without shape classes: one plan for the key, re-profiled at every change.
+    run_child("child_shape_changes", &[("MEMO_MAX_CLASSES", "1")]);
+}
+
+#[test]
+#[ignore]
+fn child_shape_changes() {
+    if !is_child() {
+        return;
     }
+    let key = "shape_changes";
+    changing_shapes(key, |shape, last| {
+        assert_eq!(
+            (last.hits, last.misses),
+            (65, 0), // the blocks and the vector holding them
+            "shape {shape}: the last pass replays the new shape: {last:?}"
+        );
+    });
+    let r = memo_alloc::report(key).unwrap();
+    assert_eq!(r.shape_classes, 0, "{r:?}");
+    assert_eq!(r.passes_profiled, 12, "a profile per change: {r:?}");
+}
+
+#[test]
+fn a_key_whose_shape_keeps_changing_replays_each_shape_from_its_class() {
+    inline_planner();
+    let key = "shape_classes";
+    changing_shapes(key, |shape, last| {
+        // Every block from its shape's slab. The vector holding them, alike in both
+        // shapes, comes first: once the key is classed, its passes ask for it before
+        // they know their class, on the backend.
+        let lead = u64::from(shape > 0);
+        assert_eq!(
+            (last.hits, last.misses, last.no_slab),
+            (65 - lead, lead, lead),
+            "shape {shape}: the last pass replays its shape: {last:?}"
+        );
+    });
+    let sum = summed(key);
+    assert_eq!(sum.profiled, 2, "one profile per shape: {sum:?}");
+    assert_eq!(memo_alloc::report(key).unwrap().shape_classes, 1);
 }
 
 /// A plan of `key` whose lanes take requests up to 256 bytes but have no cell: every

@@ -179,7 +179,7 @@ fn record_enter(state: &PassState) -> Option<ScopeMark> {
         return None;
     }
     let key: &'static str = &state.entry?.key;
-    observe_program::enter_scope(key, None, ScopeKind::Pass)
+    observe_program::enter_scope(key, ScopeKind::Pass)
 }
 
 /// A pass not bound to a thread: made at [`Pass::new`], entered by whichever thread works

@@ -5,8 +5,8 @@ use std::marker::PhantomData;
 use crate::format::trace::ScopeKind;
 use crate::observe::{self as observe_program, ScopeMark};
 use crate::pass::context::{Context, MAX_DEPTH, UNKNOWN};
-use crate::pass::{abandon_running, end, leave, start};
-use crate::pass::{PassKind, PassState};
+use crate::pass::scopes::enter_node;
+use crate::pass::{abandon_running, end, leave, start, PassState};
 use crate::stats::AbandonReason;
 use crate::support::thread;
 
@@ -70,7 +70,7 @@ pub fn pass(key: &str) -> PassGuard {
     let recorded = (recording() && !nested)
         .then(|| {
             let name = thread::with_bookkeeping(|| interned(key));
-            observe_program::enter_scope(name, None, ScopeKind::Pass)
+            observe_program::enter_scope(name, ScopeKind::Pass)
         })
         .flatten();
     let kind = if nested {
@@ -129,7 +129,7 @@ unsafe fn current<'a>(serial: Option<u64>) -> Option<&'a mut Context> {
 /// that run in another order than when profiled still find their slots.
 pub fn op(name: &'static str) -> OpGuard {
     let recorded = if recording() {
-        observe_program::enter_scope(name, None, ScopeKind::Op)
+        observe_program::enter_scope(name, ScopeKind::Op)
     } else {
         None
     };
@@ -142,15 +142,13 @@ pub fn op(name: &'static str) -> OpGuard {
             _not_send: PhantomData,
         };
     };
-    if ctx.pass().undecided {
-        thread::with_bookkeeping(|| crate::pass::classify::before_scope(ctx));
-    }
     let depth = ctx.depth();
     if (depth as usize) < MAX_DEPTH {
-        let node = enter_scope(ctx, name);
-        ctx.push_scope(node);
+        let parent = ctx.top();
+        let node = enter_node(ctx, parent, name);
+        ctx.push_scope(node, name);
     } else {
-        ctx.push_scope(UNKNOWN); // not stored: its allocations stay with the ancestor
+        ctx.push_scope(UNKNOWN, name); // not stored: its allocations stay with the ancestor
     }
     OpGuard {
         context: ctx.serial,
@@ -183,46 +181,6 @@ impl Drop for OpGuard {
                 }
             });
         }
-    }
-}
-
-/// The scope node of op `name` entered under the context's innermost scope.
-fn enter_scope(ctx: &mut Context, name: &'static str) -> u32 {
-    let parent = ctx.top();
-    if ctx.recorder.is_some() {
-        return thread::with_bookkeeping(|| {
-            match ctx.recorder.as_mut().map(|r| r.enter_scope(parent, name)) {
-                Some(Ok(node)) => node,
-                Some(Err(reason)) => {
-                    abandon_running(ctx, reason);
-                    UNKNOWN
-                }
-                None => UNKNOWN,
-            }
-        });
-    }
-    if ctx.pass().kind != PassKind::Replay || !ctx.replay.has_slab() || parent == UNKNOWN {
-        return UNKNOWN;
-    }
-    // SAFETY: a replayed pass holds its plan and instance until it is finished.
-    let (plan, inst) = unsafe { (&*ctx.replay.plan, &*ctx.replay.inst) };
-    let Some((base, count)) = plan.scope_group(parent, name) else {
-        return UNKNOWN;
-    };
-    // SAFETY: the occurrences of a context's scopes are written only by the thread in it
-    // (one thread per context: see `Instance::claim_node`).
-    let k = unsafe {
-        inst.occurrences.with_mut(|occ| {
-            let o = &mut occ[base as usize];
-            let k = *o;
-            *o += 1;
-            k
-        })
-    };
-    if k < count {
-        base + k
-    } else {
-        UNKNOWN
     }
 }
 

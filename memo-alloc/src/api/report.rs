@@ -98,7 +98,8 @@ pub struct PassReport {
     /// Misses by reason.
     pub misses_by_reason: Misses,
     /// Shape classes the key has beyond its own, each reported as `<key>#<n>` (0 for a
-    /// key whose passes come in one shape, and for a class).
+    /// key whose passes come in one shape, and for a class). The passes a class decides
+    /// are counted in the class's report, not in the key's.
     #[serde(default)]
     pub shape_classes: u64,
 }

@@ -31,7 +31,7 @@ pub(crate) enum EvKind {
     /// The new block `addr` of a realloc (numbered after).
     Realloc,
     /// Scope `scope` entered, under `site` (its parent), named by `addr`/`size` (a
-    /// `&'static str`; a helper's id in `size`), of kind `extra`.
+    /// `&'static str`'s pointer and length), of kind `extra`.
     Enter,
     /// Scope `scope` left.
     Exit,

@@ -149,13 +149,8 @@ pub(crate) struct ScopeMark {
     pub(crate) outer: u32,
 }
 
-/// Enters a new recorded scope `name` (a helper's: `helper`) of `kind` on this thread,
-/// while a recording runs.
-pub(crate) fn enter_scope(
-    name: &'static str,
-    helper: Option<u32>,
-    kind: ScopeKind,
-) -> Option<ScopeMark> {
+/// Enters a new recorded scope `name` of `kind` on this thread, while a recording runs.
+pub(crate) fn enter_scope(name: &'static str, kind: ScopeKind) -> Option<ScopeMark> {
     if !state::recording() {
         return None;
     }
@@ -168,9 +163,6 @@ pub(crate) fn enter_scope(
         1,
         id,
     );
-    if let Some(h) = helper {
-        ev.size = h as u64;
-    }
     ev.site = outer;
     ev.extra = kind as u8;
     with_obs(|obs| {

@@ -1,13 +1,18 @@
 //! An undecided pass (of a key with shape classes, see `registry::classes`) finds its
-//! class: its main context's first requests make its signature ([`note_request`]), or
-//! its first op scope cuts it short ([`before_scope`]); the class of that signature (made
-//! when new, within the key's bound) then profiles or replays the rest of the pass as
-//! its own (`start::choose_for`). Until then the pass runs on the backend, counted: in a
-//! replay its requests before the decision count as misses without a slab.
+//! class: its main context's first requests make its signature ([`note_request`]), at
+//! whatever op-scope depth they are made; the class of that signature (made when new,
+//! within the key's bound) then profiles or replays the rest of the pass as its own
+//! (`start::choose_for`), starting with the op scopes the context has open at the
+//! decision (`scopes::enter_open`), so that its profile and its replays name the same
+//! scope nodes. Until then the pass runs on the backend, counted: in a replay its
+//! requests before the decision count as misses without a slab. A pass that others can
+//! reach at the decision (a handle, a helper context), or deeper in op scopes than its
+//! context keeps names of (`context::NAMED_DEPTH`), stays on the backend.
 
 use crate::config::{self, Config};
 use crate::pass::context::Context;
 use crate::pass::enter::path_of;
+use crate::pass::scopes::enter_open;
 use crate::pass::start::choose_for;
 use crate::pass::state::{PassKind, PassState};
 use crate::registry::{self, KeyEntry, Signature};
@@ -19,7 +24,9 @@ use crate::support::thread;
 /// the re-entrancy guard set.
 pub(crate) fn note_request(ctx: &mut Context, size: u64, align: u64) {
     let cfg = config::config();
-    if ctx.signature.note(size, align, cfg.lanes) {
+    ctx.signature.note(size, align, cfg.lanes);
+    let lead = ctx.pass().entry.map_or(0, |e| e.classes.lead());
+    if ctx.signature.complete(lead) {
         decide(ctx, cfg);
     }
 }
@@ -30,22 +37,16 @@ pub(crate) fn note_profiled(signature: &mut Signature, size: u64, align: u64) {
     signature.note(size, align, config::config().lanes);
 }
 
-/// An undecided pass's context enters an op scope: the signature as it stands decides,
-/// so that the class's profile or replay sees the scope. With the re-entrancy guard set.
-pub(crate) fn before_scope(ctx: &mut Context) {
-    if ctx.pass().undecided && ctx.helper.is_none() && ctx.depth() == 0 {
-        decide(ctx, config::config());
-    }
-}
-
-/// Decides the pass of `ctx` (its main context, outside any op scope) by its signature.
-/// A pass that others can reach (a handle, a helper) stays on the backend.
+/// Decides the pass of `ctx` (its main context) by its signature. A pass that others can
+/// reach (a handle, a helper), or too deep in op scopes, stays on the backend.
 fn decide(ctx: &mut Context, cfg: &Config) {
     let pass = ctx.pass();
-    if !pass.undecided || ctx.helper.is_some() || ctx.depth() > 0 || ctx.abandoned.is_some() {
+    if !pass.undecided || ctx.helper.is_some() || ctx.abandoned.is_some() {
         return;
     }
     let alone = pass.alone();
+    // Its class enters the open scopes by name: deeper than the names kept, it cannot.
+    let named = ctx.names_kept();
     let Some(own) = pass.entry else { return };
     let class = class_of(own, ctx, cfg);
     let p = ctx.pass.cast_mut();
@@ -55,7 +56,7 @@ fn decide(ctx: &mut Context, cfg: &Config) {
     // to it is held across this write.
     let state: &mut PassState = unsafe { &mut *p };
     state.undecided = false;
-    if !alone {
+    if !alone || !named {
         return; // stays on the backend, counted
     }
     if !std::ptr::eq(class, own) {
@@ -68,6 +69,7 @@ fn decide(ctx: &mut Context, cfg: &Config) {
         // and is registered with its plan until it is finished.
         ctx.replay = unsafe { Replayer::new(state.inst(), state.plan) };
     }
+    enter_open(ctx);
     let path = path_of(ctx);
     thread::with(|s| thread::set_path(s, path), ());
 }

@@ -33,6 +33,11 @@ static SERIAL: plain::AtomicU64 = plain::AtomicU64::new(1);
 /// this depth, identically in profiling and replay.
 pub(crate) const MAX_DEPTH: usize = 64;
 
+/// Open scopes whose op names a context keeps (see `Context::name_at`): an undecided pass
+/// deeper than this at its decision stays on the backend. Small, as a context is copied
+/// whole when a pass starts.
+pub(crate) const NAMED_DEPTH: usize = 16;
+
 /// One thread's context of a pass (boxed; the thread state points to the current one).
 /// Fields the allocation path reads come first.
 pub(crate) struct Context {
@@ -64,6 +69,10 @@ pub(crate) struct Context {
     pub(crate) signature: Signature,
     /// The op-scope stack: scope node ids (the context's root is not on it).
     stack: [u32; MAX_DEPTH],
+    /// The op names of the first [`NAMED_DEPTH`] scopes on `stack`, slot for slot: an
+    /// undecided pass's class enters the scopes open at its decision (see
+    /// `scopes::enter_open`).
+    names: [&'static str; NAMED_DEPTH],
     /// Entries in `stack` (may exceed `MAX_DEPTH`: the excess is not stored).
     depth: u32,
 }
@@ -92,6 +101,7 @@ impl Context {
             abandoned: None,
             signature: Signature::default(),
             stack: [0; MAX_DEPTH],
+            names: [""; NAMED_DEPTH],
             depth: 0,
         }
     }
@@ -120,13 +130,39 @@ impl Context {
         self.stack.get(depth as usize).copied().unwrap_or(UNKNOWN)
     }
 
-    /// Pushes scope `node` (not stored past [`MAX_DEPTH`]).
-    pub(crate) fn push_scope(&mut self, node: u32) {
-        if let Some(s) = self.stack.get_mut(self.depth as usize) {
+    /// Pushes scope `node` of op `name` (not stored past [`MAX_DEPTH`], its name not past
+    /// [`NAMED_DEPTH`]).
+    pub(crate) fn push_scope(&mut self, node: u32, name: &'static str) {
+        let d = self.depth as usize;
+        if let Some(s) = self.stack.get_mut(d) {
             *s = node;
             self.node = node;
         }
+        if let Some(n) = self.names.get_mut(d) {
+            *n = name;
+        }
         self.depth += 1;
+    }
+
+    /// Whether the op names of all open scopes are kept (see [`NAMED_DEPTH`]).
+    pub(crate) fn names_kept(&self) -> bool {
+        self.depth as usize <= NAMED_DEPTH
+    }
+
+    /// The op name of the scope at stack position `depth`, if stored.
+    pub(crate) fn name_at(&self, depth: u32) -> Option<&'static str> {
+        (depth < self.depth).then(|| self.names.get(depth as usize).copied())?
+    }
+
+    /// Sets the node of the stored scope at stack position `depth` (below the depth), and
+    /// the innermost node with it.
+    pub(crate) fn set_node_at(&mut self, depth: u32, node: u32) {
+        if depth < self.depth {
+            if let Some(s) = self.stack.get_mut(depth as usize) {
+                *s = node;
+            }
+            self.node = self.top();
+        }
     }
 
     /// Pops scopes down to `depth` (an op guard's entry depth: scopes it left open go too).

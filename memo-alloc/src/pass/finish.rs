@@ -166,13 +166,19 @@ fn shape_of(e: &'static KeyEntry, s: &Signature) -> Reprofile {
     if !has_plan {
         return Reprofile::Merges { retag: true };
     }
-    if c.signature() == 0 || c.signature() == s.word() || close(c.first(), s.first()) {
+    let lead = c.lead();
+    let parts = c.parts_at(s);
+    let alike = c.signature() == s.word(lead) || close(c.first(), s.first(lead));
+    if c.signature() == 0 || (alike && parts.is_none()) {
         return Reprofile::Merges { retag: false };
     }
     if !c.matched() || c.is_class() || c.classed() {
         return Reprofile::Merges {
             retag: !c.matched(),
         };
+    }
+    if let Some(p) = parts.filter(|_| alike) {
+        c.set_lead(p); // the shapes part past the lead: the signature is taken there
     }
     match registry::class_entry(e, s, config::config().max_classes) {
         Some(class) if !std::ptr::eq(class, e) && class.begin_profile() => {

@@ -47,9 +47,10 @@ pub(crate) fn seen_in(profile: &Profile, old: &CompiledPlan) -> Vec<Option<Seen>
         if let Some(i) = found {
             *cursor = i + 1;
             let s = &old.slots[i as usize];
+            let (min, max) = s.seen();
             seen[id] = Some(Seen {
-                min: s.min_size(),
-                max: with_headroom(s.size, a.size),
+                min,
+                max: with_headroom(max, a.size),
                 align: 1 << s.align_log2,
             });
         }
@@ -72,9 +73,8 @@ fn with_headroom(old: u64, new: u64) -> u64 {
 
 /// Whether an old slot can be the same key as a new request of `size` bytes.
 fn tolerates(slot: &Slot, size: u64) -> bool {
-    slot.size > 0
-        && size <= slot.size.saturating_mul(2)
-        && size.saturating_mul(2) >= slot.min_size()
+    let (min, max) = slot.seen();
+    max > 0 && size <= max.saturating_mul(2) && size.saturating_mul(2) >= min
 }
 
 /// For each scope of `profile` (by id), the node of `old` it enters, if any.

@@ -22,7 +22,7 @@ impl KeyEntry {
 
     /// The class of signature `s` among the key's (its own included), if it has one.
     pub(crate) fn find_class(&'static self, s: &Signature) -> Option<&'static KeyEntry> {
-        let w = s.word();
+        let w = s.word(self.classes.lead());
         if self.classes.signature() == w {
             return Some(self);
         }
@@ -32,7 +32,8 @@ impl KeyEntry {
     /// The class whose first size is nearest to `s`'s by ratio, when within
     /// [`CLOSE_RATIO`]: the class a jittered signature belongs to.
     pub(crate) fn close_class(&'static self, s: &Signature) -> Option<&'static KeyEntry> {
-        let apart = |e: &KeyEntry| ratio(e.classes.first(), s.first());
+        let first = s.first(self.classes.lead());
+        let apart = |e: &KeyEntry| ratio(e.classes.first(), first);
         std::iter::once(self)
             .chain(self.each_class())
             .filter(|&e| e.classes.signature() != 0 && apart(e) <= CLOSE_RATIO)
@@ -43,9 +44,10 @@ impl KeyEntry {
     /// else the one with the largest.
     pub(crate) fn nearest_class(&'static self, s: &Signature) -> &'static KeyEntry {
         let first = |e: &KeyEntry| e.classes.first();
+        let own = s.first(self.classes.lead());
         let all = || std::iter::once(self).chain(self.each_class());
         all()
-            .filter(|&e| first(e) >= s.first())
+            .filter(|&e| first(e) >= own)
             .min_by_key(|&e| first(e))
             .or_else(|| all().max_by_key(|&e| first(e)))
             .unwrap_or(self)

@@ -98,7 +98,7 @@ pub(crate) fn class_entry(
             write!(name, "{}#{}", own.key, own.class_count()).ok()?;
         }
         let c = find(&name).or_else(|| insert(&name))?;
-        c.classes.mark_class(s);
+        c.classes.mark_class(s, own.classes.lead());
         own.add_class(c, max).then_some(c)
     })
 }

@@ -8,6 +8,7 @@ use crate::harness::parent::{Group, Schedule};
 use crate::report::Format;
 use crate::workloads::candle::CandleSpec;
 use crate::workloads::decode::DecodeSpec;
+use crate::workloads::lengths::LengthsSpec;
 use crate::workloads::Spec;
 
 /// The default matrix's workloads.
@@ -165,6 +166,11 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
                     for &prompt in &or_default(&sel.size, d.prompt) {
                         add(Spec::Decode(DecodeSpec { batch, prompt, ..d }).name());
                     }
+                }
+            }
+            Spec::Lengths(_) => {
+                for &batch in &or_default(&sel.batch, 1) {
+                    add(Spec::Lengths(LengthsSpec { batch }).name());
                 }
             }
             t @ Spec::Trace(_) => add(t.name()),

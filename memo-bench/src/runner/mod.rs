@@ -11,8 +11,9 @@ pub use workload::Workload;
 
 use crate::engine::decode::DecodeRunner;
 use crate::engine::trace::TraceProgram;
-use crate::engine::{checksum, Compute, GraphRunner};
+use crate::engine::{checksum, Compute, Divergence, GraphRunner};
 use crate::pass_count;
+use crate::workloads::lengths::length_index;
 
 /// Per-thread runner of a workload.
 pub enum Runner<'w> {
@@ -20,6 +21,8 @@ pub enum Runner<'w> {
     Graph(GraphRunner<'w>, &'w Workload),
     /// Decoding requests, with this thread's KV cache.
     Decode(DecodeRunner<'w>),
+    /// The encoder at each length, with this thread's inputs of each.
+    Lengths(Vec<GraphRunner<'w>>),
     /// Trace program.
     Trace(&'w TraceProgram),
     /// The real engine with this thread's input.
@@ -39,6 +42,12 @@ impl<'w> Runner<'w> {
                 prefill,
                 steps,
             } => Runner::Decode(DecodeRunner::new(spec.form, prefill, steps, compute)),
+            Workload::Lengths(graphs) => Runner::Lengths(
+                graphs
+                    .iter()
+                    .map(|g| GraphRunner::new(g, compute))
+                    .collect(),
+            ),
             Workload::Trace(t) => Runner::Trace(t),
             #[cfg(feature = "engine")]
             Workload::Candle(e) => Runner::Candle(e, e.input()),
@@ -70,6 +79,12 @@ impl<'w> Runner<'w> {
             }
             Runner::Decode(d) => {
                 let (out, digest) = in_pass(key, started, || d.run(pass, scopes));
+                checksum(&out) ^ digest
+            }
+            Runner::Lengths(rs) => {
+                let r = &rs[length_index(pass)];
+                let div = Divergence::default();
+                let (out, digest) = in_pass(key, started, || r.run_digest(scopes, div));
                 checksum(&out) ^ digest
             }
             #[cfg(feature = "engine")]

@@ -4,6 +4,7 @@ use crate::engine::trace::TraceProgram;
 use crate::engine::Divergence;
 use crate::workloads::decode::{DecodeForm, DecodeSpec};
 use crate::workloads::graph::{Graph, OpKind};
+use crate::workloads::lengths::LENGTHS;
 use crate::workloads::{Spec, Variant};
 
 /// A built workload.
@@ -26,6 +27,8 @@ pub enum Workload {
         /// Step `i` over `prompt + i` cached tokens.
         steps: Vec<Graph>,
     },
+    /// The encoder's graph at each sequence length a pass may draw.
+    Lengths(Vec<Graph>),
     /// A recorded trace.
     Trace(TraceProgram),
     /// A model of the candle engine.
@@ -56,6 +59,7 @@ impl Workload {
                     steps,
                 })
             }
+            Spec::Lengths(l) => Ok(Workload::Lengths(l.graphs())),
             Spec::Trace(p) => {
                 let trace = memo_alloc::files::read_trace(p)?;
                 Ok(Workload::Trace(TraceProgram::new(&trace)?))
@@ -68,7 +72,7 @@ impl Workload {
     }
 
     /// Allocations and bytes of one pass, as modelled (decoding a step per pass: the mean
-    /// over a request's positions); `(0, 0)` for the real engine, whose allocations are
+    /// over a request's positions; lengths: the mean over the lengths); `(0, 0)` for the real engine, whose allocations are
     /// measured instead (memo cells count them, see [`crate::pass_count`]).
     pub fn allocation_profile(&self) -> (u64, u64) {
         match self {
@@ -91,6 +95,14 @@ impl Workload {
                     }
                 }
             }
+            Workload::Lengths(graphs) => {
+                let (n, b) = graphs
+                    .iter()
+                    .map(Graph::allocation_profile)
+                    .fold((0, 0), |a, g| (a.0 + g.0, a.1 + g.1));
+                let k = LENGTHS.len() as u64;
+                (n / k, b / k)
+            }
             Workload::Trace(t) => (t.buffers as u64, t.bytes),
             #[cfg(feature = "engine")]
             Workload::Candle(_) => (0, 0),
@@ -98,7 +110,8 @@ impl Workload {
     }
 
     /// Ops of one pass and the model's peak of live bytes; `(0, 0)` where the workload
-    /// has no graph (decoding: the ops of a whole request and the last step's peak).
+    /// has no graph (decoding: the ops of a whole request and the last step's peak;
+    /// lengths: the ops of a pass and the longest length's peak).
     pub fn ops_and_peak(&self) -> (usize, u64) {
         match self {
             Workload::Graph { graph, .. } => (graph.ops.len(), graph.peak_bytes()),
@@ -106,6 +119,10 @@ impl Workload {
                 let ops = prefill.ops.len() + steps.iter().map(|g| g.ops.len()).sum::<usize>();
                 let peak = steps.last().unwrap_or(prefill).peak_bytes();
                 (ops, peak)
+            }
+            Workload::Lengths(graphs) => {
+                let ops = graphs.first().map_or(0, |g| g.ops.len());
+                (ops, graphs.iter().map(Graph::peak_bytes).max().unwrap_or(0))
             }
             _ => (0, 0),
         }

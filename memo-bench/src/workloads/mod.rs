@@ -1,6 +1,7 @@
 //! The workloads as descriptions: DNN-shaped passes of real architectures at a batch size
 //! and an input size, in four variants ([`spec`], [`nets`], [`builder`], [`graph`]), LLM
-//! decoding in two forms ([`decode`]), traces recorded by memo-alloc, and the names of the
+//! decoding in two forms ([`decode`]), an encoder whose length varies under one key
+//! ([`lengths`]), traces recorded by memo-alloc, and the names of the
 //! candle engine's models ([`candle`]).
 //!
 //! This folder describes what a workload is and imports nothing else of the crate: the
@@ -11,6 +12,7 @@ pub mod builder;
 pub mod candle;
 pub mod decode;
 pub mod graph;
+pub mod lengths;
 pub mod nets;
 pub mod spec;
 

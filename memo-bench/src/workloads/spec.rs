@@ -1,12 +1,13 @@
 //! Workload specs: the architectures, their variants, and the names a spec is written
-//! as on the command line (`resnet50:b1:s128+noscope`, `decode:step`, `trace:<file>`,
-//! `candle:<model>`).
+//! as on the command line (`resnet50:b1:s128+noscope`, `decode:step`, `lengths`,
+//! `trace:<file>`, `candle:<model>`).
 
 use std::path::PathBuf;
 
 use super::candle::{CandleModel, CandleSpec};
 use super::decode::{DecodeForm, DecodeSpec};
 use super::graph::Graph;
+use super::lengths::LengthsSpec;
 use super::nets;
 
 /// An architecture.
@@ -113,6 +114,8 @@ pub enum Spec {
     },
     /// LLM decoding: GPT-2-small's prefill and steps, in one of two forms.
     Decode(DecodeSpec),
+    /// BERT-base's encoder at a sequence length drawn per pass, under one key.
+    Lengths(LengthsSpec),
     /// A trace recorded by memo-alloc.
     Trace(PathBuf),
     /// A model of the candle engine (needs the `engine` feature to run).
@@ -126,7 +129,7 @@ pub fn valid_names() -> String {
     let models: Vec<&str> = CandleModel::ALL.iter().map(|m| m.name()).collect();
     let forms: Vec<&str> = DecodeForm::ALL.iter().map(|f| f.name()).collect();
     format!(
-        "net[:bN][:sM][{}] with net one of {}; decode:{}[:bN][:sP][:nK]; trace:<file>; candle:model[:bN][:sM] with model one of {}",
+        "net[:bN][:sM][{}] with net one of {}; decode:{}[:bN][:sP][:nK]; lengths[:bN]; trace:<file>; candle:model[:bN][:sM] with model one of {}",
         variants.join("|"),
         nets.join(", "),
         forms.join("|"),
@@ -136,9 +139,14 @@ pub fn valid_names() -> String {
 
 impl Spec {
     /// Parses `net:bN:sM[+noscope|+divergent|+helpers]` (e.g. `resnet50:b1:s128`),
-    /// `decode:form[:bN][:sP][:nK]` (e.g. `decode:step`), `trace:<path>` or
-    /// `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
+    /// `decode:form[:bN][:sP][:nK]` (e.g. `decode:step`), `lengths[:bN]`, `trace:<path>`
+    /// or `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
     pub fn parse(s: &str) -> Result<Spec, String> {
+        if let Some(l) = s.strip_prefix("lengths") {
+            if l.is_empty() || l.starts_with(':') {
+                return Ok(Spec::Lengths(LengthsSpec::parse(l)?));
+            }
+        }
         if let Some(d) = s.strip_prefix("decode:") {
             return Ok(Spec::Decode(DecodeSpec::parse(d)?));
         }
@@ -205,6 +213,7 @@ impl Spec {
                 variant,
             } => format!("{}:b{batch}:s{size}{}", net.name(), variant.suffix()),
             Spec::Decode(d) => format!("decode:{}", d.name()),
+            Spec::Lengths(l) => l.name(),
             Spec::Trace(p) => format!("trace:{}", p.display()),
             Spec::Candle(c) => format!("candle:{}", c.name()),
         }
@@ -229,7 +238,7 @@ impl Spec {
 
     /// Whether every pass makes the same allocations as the first, in the same order
     /// with the same lifetimes: not for `+divergent`, nor for decoding a step per pass
-    /// (each step's cache is longer), nor for the real engine, whose first forward builds
+    /// (each step's cache is longer), nor for lengths drawn per pass, nor for the real engine, whose first forward builds
     /// lazy state later passes reuse. The `static` allocator serves
     /// only such workloads (elsewhere its unchecked slots would overlap live data), and
     /// memo's ratio to it is reported only for them.
@@ -242,7 +251,8 @@ impl Spec {
             } | Spec::Decode(DecodeSpec {
                 form: DecodeForm::Step,
                 ..
-            }) | Spec::Candle(_)
+            }) | Spec::Lengths(_)
+                | Spec::Candle(_)
         )
     }
 }
@@ -275,6 +285,7 @@ mod tests {
             "bert:b1:s64+noscope",
             "gpt2:b2:s32+divergent",
             "decode:request:b1:s16:n4",
+            "lengths:b2",
         ] {
             assert_eq!(Spec::parse(s).unwrap().name(), s);
         }
@@ -300,6 +311,7 @@ mod tests {
             "trace:",
             "bert-mini",
             "decode:step|request",
+            "lengths",
         ] {
             assert!(err.contains(name), "{name} in {err}");
         }
@@ -324,6 +336,7 @@ mod tests {
             ("resnet50:b1:s32+divergent", false),
             ("decode:request:b1:s8:n2", true),
             ("decode:step:b1:s8:n2", false),
+            ("lengths", false),
             // The engine's first forward makes one-time allocations: static, serving the
             // i-th allocation of a later pass from the first pass's i-th slot, would hand
             // out slots that overlap live data.

@@ -45,6 +45,10 @@ pub(crate) const ESCAPING: u8 = 2;
 /// or its overlap check was too costly.
 pub(crate) const DEMOTED: u8 = 4;
 
+/// An escaping slot matches requests from its smallest seen size divided by this to its
+/// largest times this ([`Slot::seen`] gives back what the profiles saw).
+const ESCAPING_SLACK: u64 = 2;
+
 /// A slot whose blocks outlive two replayed passes this close (in the plan's pass ends)
 /// is demoted.
 const OUTLIVED_WINDOW: u32 = 8;
@@ -137,6 +141,16 @@ impl Slot {
     /// Whether the slot is handed out from the slab.
     fn in_slab(&self) -> bool {
         self.flag_bits() == PLANNED
+    }
+
+    /// The smallest and largest request sizes the profiles saw for the slot (an escaping
+    /// slot matches a wider range, see [`ESCAPING_SLACK`]), for merging a re-profile.
+    pub(crate) fn seen(&self) -> (u64, u64) {
+        if self.flag_bits() & ESCAPING == 0 {
+            return (self.min_size(), self.size);
+        }
+        let size = self.size / ESCAPING_SLACK;
+        ((self.min_size() * ESCAPING_SLACK).min(size), size)
     }
 }
 
@@ -319,7 +333,14 @@ fn slot_table(file: &PlanFile, scopes: &Scopes<'_>) -> Result<SlotTable, Compile
                 slot.max_align_log2 = offset_align(o).trailing_zeros() as u8;
                 slot.flags = AtomicU8::new(PLANNED);
             }
-            None => slot.flags = AtomicU8::new(ESCAPING),
+            None => {
+                // Served by the backend whatever it matches: a smaller or larger block
+                // of the same key (a decoding step's cache, shorter or longer than the
+                // profiled step's) keeps the pass's place instead of missing.
+                slot.min_size = (slot.min_size / ESCAPING_SLACK as u32).max(1);
+                slot.size = s.size.saturating_mul(ESCAPING_SLACK);
+                slot.flags = AtomicU8::new(ESCAPING);
+            }
         }
     }
     Ok((slots, ranges))

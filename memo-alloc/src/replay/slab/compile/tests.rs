@@ -271,3 +271,21 @@ fn slots_whose_blocks_keep_outliving_passes_are_demoted() {
     assert!(!c.note_outlived(s, 103), "demoted once");
     assert_eq!(c.demoted(), 1);
 }
+
+#[test]
+fn an_escaping_slot_matches_half_to_twice_its_size_and_merges_as_seen() {
+    let c = CompiledPlan::compile(&file()).unwrap();
+    let escaping = c
+        .slots
+        .iter()
+        .find(|s| s.flag_bits() & ESCAPING != 0)
+        .expect("the file's escaping slot");
+    // Served by the backend whatever it matches: a decoding step's cache, a little
+    // shorter or longer than the profiled step's, keeps the pass's place.
+    assert!(escaping.matches(8) && escaping.matches(32));
+    assert!(!escaping.matches(7) && !escaping.matches(33));
+    // A re-profile merges with what the profile saw, not with the wider range.
+    assert_eq!(escaping.seen(), (16, 16));
+    let planned = c.slots.iter().find(|s| s.in_slab()).unwrap();
+    assert_eq!(planned.seen(), (planned.min_size(), planned.size));
+}
