@@ -1,8 +1,14 @@
 //! Heap maps of each workload's plan, from the trace its first memo cell wrote.
+//!
+//! A map is drawn from the planner's portfolio (its heuristics and iterated greedy) without
+//! the final exact search: the search may spend its whole node budget on a trace of
+//! thousands of buffers to gain a fraction of a per cent of the slab, which a picture does
+//! not show, and the run would wait for it after its last cell.
 
 use std::path::{Path, PathBuf};
 
-use memo_planner::{render_svg, HeapmapOptions, OffsetStrategy};
+use memo_planner::offsets::best::{self, BestOptions};
+use memo_planner::{render_svg, HeapmapOptions};
 
 /// Renders `<out>/heapmap-<stem>.svg` for every `*.1.trace.json` in `trace_dir`; returns
 /// the files written.
@@ -25,7 +31,7 @@ pub fn render_all(trace_dir: &Path, out: &Path) -> Vec<PathBuf> {
             }
         };
         let (problem, _) = trace.to_problem();
-        let plan = OffsetStrategy::Best.plan(&problem);
+        let plan = best::portfolio(&problem, &BestOptions::default());
         let opts = HeapmapOptions {
             title: format!(
                 "{}: {} planned buffers, slab {:.1} MiB",
