@@ -230,6 +230,33 @@ impl Measured {
     fn share(&self) -> f64 {
         self.hits as f64 / (self.hits + self.misses).max(1) as f64
     }
+
+    /// Misses of reason `name`.
+    fn reason(&self, name: &str) -> u64 {
+        self.reasons
+            .iter()
+            .find(|(r, _)| r == name)
+            .map_or(0, |r| r.1)
+    }
+}
+
+/// A decoding key's steps settled into one plan beside the prefill's class: at most two
+/// profiles, no step short of room, every request but the escaping cache served.
+fn assert_steps_settled(key: &str, m: &Measured) {
+    assert!(m.profiled <= 2, "settled: {m:?}");
+    assert_eq!(
+        m.reason("too_large"),
+        0,
+        "the steps' slots have room: {m:?}"
+    );
+    // The cache blocks escape each step (one per layer): every other request is served.
+    let served = m.hits as f64 / (m.hits + m.misses - m.reason("escaping")) as f64;
+    assert!(served >= 0.95, "{served}: {m:?}");
+    assert_eq!(
+        classes(key),
+        1,
+        "the steps are one class, the prefill another"
+    );
 }
 
 /// The shape classes of `key` beyond its own, as its report counts them; the keys
@@ -282,8 +309,7 @@ fn an_encoder_whose_first_large_request_is_the_same_at_every_length_is_told_apar
     assert_eq!(classes("encoder-4-table"), 3, "one class per length");
     // The table is asked for before the decision (on the backend); every request after
     // it is served from its length's slab.
-    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
-    assert_eq!(m.misses, reason("no_slab"), "{m:?}");
+    assert_eq!(m.misses, m.reason("no_slab"), "{m:?}");
     assert_eq!(m.misses, m.passes, "{m:?}");
 }
 
@@ -293,17 +319,7 @@ fn a_decoding_step_whose_cache_grows_settles_apart_from_its_prefill() {
     let (m, prefills) = decode("decode-steps", 40, 30);
     eprintln!("decode: {m:?} share {:.4}", m.share());
     eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
-    assert!(m.profiled <= 2, "settled: {m:?}");
-    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
-    assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");
-    // The cache blocks escape each step (one per layer): every other request is served.
-    let served = m.hits as f64 / (m.hits + m.misses - reason("escaping")) as f64;
-    assert!(served >= 0.95, "{served}: {m:?}");
-    assert_eq!(
-        classes("decode-steps"),
-        1,
-        "the steps are one class, the prefill another"
-    );
+    assert_steps_settled("decode-steps", &m);
 }
 
 #[test]
@@ -327,18 +343,9 @@ fn a_decoding_step_whose_first_request_is_close_to_its_prefills_settles_apart_fr
     let (m, prefills) = decode_with_table("decode-table", 40, 30, Some((1880, 2256)));
     eprintln!("decode with a table: {m:?} share {:.4}", m.share());
     eprintln!("prefills: {prefills:?} share {:.4}", prefills.share());
-    assert!(m.profiled <= 2, "settled: {m:?}");
-    let reason = |name: &str| m.reasons.iter().find(|(r, _)| r == name).map_or(0, |r| r.1);
-    assert_eq!(reason("too_large"), 0, "the steps' slots have room: {m:?}");
-    let served = m.hits as f64 / (m.hits + m.misses - reason("escaping")) as f64;
-    assert!(served >= 0.95, "{served}: {m:?}");
+    assert_steps_settled("decode-table", &m);
     assert!(
         prefills.share() >= 0.8,
         "the prefill replays its own plan: {prefills:?}"
-    );
-    assert_eq!(
-        classes("decode-table"),
-        1,
-        "the steps are one class, the prefill another"
     );
 }
