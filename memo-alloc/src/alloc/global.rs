@@ -4,6 +4,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
+use crate::memory::release::BackendKind;
 use crate::memory::{own_blocks, region};
 use crate::pass::abandon_running;
 use crate::pass::context::Context;
@@ -77,22 +78,30 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
 /// Use one per process, as the `#[global_allocator]`.
 pub struct MemoAlloc<B: GlobalAlloc = System> {
     pub(super) backend: B,
+    /// Which backend `backend` is, for giving its free memory back (`memory::release`).
+    pub(super) kind: BackendKind,
 }
 
 impl MemoAlloc<System> {
     /// Over the system allocator (glibc's malloc).
     pub const fn system() -> MemoAlloc<System> {
-        MemoAlloc { backend: System }
+        MemoAlloc {
+            backend: System,
+            kind: BackendKind::Other,
+        }
     }
 }
 
 #[cfg(feature = "jemalloc")]
 impl MemoAlloc<tikv_jemallocator::Jemalloc> {
     /// Over jemalloc with its default configuration (tikv-jemallocator; feature
-    /// `jemalloc`). jemalloc reads `_RJEM_MALLOC_CONF` for its settings.
+    /// `jemalloc`). jemalloc reads `_RJEM_MALLOC_CONF` for its settings. Once a profile is
+    /// planned, jemalloc's arenas are purged (`arena.<all>.purge`), so that the profiled
+    /// pass's freed pages do not stay resident beside the slab that replays it.
     pub const fn jemalloc() -> MemoAlloc<tikv_jemallocator::Jemalloc> {
         MemoAlloc {
             backend: tikv_jemallocator::Jemalloc,
+            kind: BackendKind::Jemalloc,
         }
     }
 }
@@ -103,14 +112,20 @@ impl MemoAlloc<mimalloc::MiMalloc> {
     pub const fn mimalloc() -> MemoAlloc<mimalloc::MiMalloc> {
         MemoAlloc {
             backend: mimalloc::MiMalloc,
+            kind: BackendKind::Other,
         }
     }
 }
 
 impl<B: GlobalAlloc> MemoAlloc<B> {
-    /// Over `backend`, which serves everything that is not served from a slab.
+    /// Over `backend`, which serves everything that is not served from a slab. Once a
+    /// profile is planned, glibc's heaps are trimmed; another backend's free memory is left
+    /// to it (`MemoAlloc::jemalloc()` purges jemalloc's arenas).
     pub const fn new(backend: B) -> MemoAlloc<B> {
-        MemoAlloc { backend }
+        MemoAlloc {
+            backend,
+            kind: BackendKind::Other,
+        }
     }
 
     /// The backend.

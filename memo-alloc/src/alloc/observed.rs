@@ -8,6 +8,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use super::global::MemoAlloc;
 use super::profiled::record_dealloc;
 use crate::memory::region;
+use crate::memory::release::{self, BackendKind};
 use crate::observe::{self, Made};
 use crate::pass::context::Context;
 use crate::support::thread::{self, AllocPath};
@@ -45,7 +46,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     /// As `GlobalAlloc::alloc`.
     #[cold]
     pub(super) unsafe fn alloc_settled(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        settle();
+        settle(self.kind);
         let (path, pass) = thread::path_and_context();
         let pass = pass.cast::<Context>();
         // SAFETY: each path only with its context, as in `alloc_impl`.
@@ -105,7 +106,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     #[cold]
     #[inline(never)]
     pub(super) unsafe fn dealloc_slow(&self, path: AllocPath, ptr: *mut u8, layout: Layout) {
-        let path = settled_path(path);
+        let path = settled_path(path, self.kind);
         if path == AllocPath::Observe {
             observe::on_free(ptr);
         }
@@ -134,7 +135,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
-        let path = settled_path(path);
+        let path = settled_path(path, self.kind);
         let wanted = thread::wanted_and_context().0;
         let observed = path == AllocPath::Observe;
         if observed {
@@ -161,22 +162,24 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
     }
 }
 
-/// Reads `MEMO_PROFILE` (once per process) and settles this thread's path.
-fn settle() {
+/// Reads `MEMO_PROFILE` (once per process), notes the allocator's backend and settles
+/// this thread's path.
+fn settle(kind: BackendKind) {
+    release::note_backend(kind);
     thread::with_bookkeeping(observe::init);
     thread::settle();
 }
 
 /// The path a free or realloc takes: `path` as the thread read it, settled first when
 /// the thread has none yet or its recording ended.
-fn settled_path(path: AllocPath) -> AllocPath {
+fn settled_path(path: AllocPath, kind: BackendKind) -> AllocPath {
     match path {
         AllocPath::Fresh => {
-            settle();
+            settle(kind);
             thread::path()
         }
         AllocPath::Observe if !thread::observed_now() => {
-            settle();
+            settle(kind);
             thread::path()
         }
         p => p,

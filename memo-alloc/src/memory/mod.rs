@@ -4,7 +4,8 @@
 //! chunks that move between the slab instances of any plan (`blocks.rs`); the
 //! allocator's own large buffers and the large blocks of passes without a plan
 //! (`own_blocks.rs`); and the arithmetic the other parts share: chunk and alignment
-//! geometry (`geometry.rs`) and the size classes of lane cells (`lane_classes.rs`).
+//! geometry (`geometry.rs`) and the size classes of lane cells (`lane_classes.rs`). The
+//! backend's free memory goes back to the OS once a profile is planned (`release.rs`).
 //!
 //! It may use `support` only.
 
@@ -13,4 +14,5 @@ pub(crate) mod geometry;
 pub(crate) mod lane_classes;
 pub(crate) mod own_blocks;
 pub(crate) mod region;
+pub(crate) mod release;
 pub(crate) mod run_stack;

@@ -191,18 +191,13 @@ fn trims_pending() -> bool {
     TRIMS_ASKED.load(Ordering::Acquire) != TRIMS_DONE.load(Ordering::Acquire)
 }
 
-/// Returns the backend's free memory to the OS (`malloc_trim`; nothing when glibc is not
-/// the backend), which answers every trim asked for until now. After a profile is
-/// planned, its allocations are freed but glibc keeps their memory, and the slabs that
-/// replay the pass come on top of it: trimming once per profile keeps the peak resident
-/// size near one copy of the pass.
+/// Returns the backend's free memory to the OS (`memory::release`), which answers every
+/// trim asked for until now. After a profile is planned, its allocations are freed but
+/// the backend keeps their memory, and the slabs that replay the pass come on top of it:
+/// releasing once per profile keeps the peak resident size near one copy of the pass.
 fn trim() {
     let asked = TRIMS_ASKED.load(Ordering::Acquire);
-    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom)))]
-    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::memory::release::release_free_memory();
     TRIMS_DONE.fetch_max(asked, Ordering::AcqRel);
 }
 

@@ -1,0 +1,85 @@
+//! Giving the backend's free memory back to the OS once a profile is planned.
+//!
+//! A profiled pass runs on the backend: its buffers are freed when it ends, and the
+//! recorder's and the planner's buffers when the plan is published. A general-purpose
+//! allocator keeps freed memory resident for reuse (glibc in its arenas until a trim,
+//! jemalloc as dirty pages for about 10 s), while the key's passes now run on slabs: the
+//! pass's memory would be resident twice, once in the backend and once in the slab.
+//! [`release_free_memory`] returns it: glibc's heaps with `malloc_trim`, and, where the
+//! allocator's backend is jemalloc ([`note_backend`] told so), every jemalloc arena's
+//! dirty and muzzy pages with the `arena.<all>.purge` mallctl. It runs off the allocation
+//! paths (on the planner thread, or where a pass ends with inline planning).
+//!
+//! It may use `support` only.
+
+use crate::support::sync::plain::AtomicBool;
+use crate::support::sync::Ordering;
+
+/// Which allocator serves as the backend, as far as giving memory back goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackendKind {
+    /// glibc's malloc, or a backend this module knows nothing of: only glibc's heaps are
+    /// trimmed.
+    Other,
+    /// jemalloc (tikv-jemallocator): its arenas are purged as well.
+    #[cfg(feature = "jemalloc")]
+    Jemalloc,
+}
+
+/// Set once a thread of an allocator over jemalloc made its first call.
+static JEMALLOC_SERVES: AtomicBool = AtomicBool::new(false);
+
+/// Notes the allocator's backend (at a thread's first call, off the fast paths): the
+/// next [`release_free_memory`] purges jemalloc's arenas once jemalloc serves. Neither
+/// allocates nor locks.
+#[inline]
+pub(crate) fn note_backend(kind: BackendKind) {
+    #[cfg(feature = "jemalloc")]
+    if kind == BackendKind::Jemalloc && !JEMALLOC_SERVES.load(Ordering::Relaxed) {
+        JEMALLOC_SERVES.store(true, Ordering::Relaxed);
+    }
+    let _ = kind;
+}
+
+/// Whether jemalloc serves as the backend (a thread of an allocator over jemalloc made
+/// its first call).
+pub(crate) fn jemalloc_serves() -> bool {
+    JEMALLOC_SERVES.load(Ordering::Relaxed)
+}
+
+/// Returns the backend's free memory to the OS: glibc's heaps are trimmed (`malloc_trim`;
+/// nothing when glibc holds nothing), and jemalloc's arenas purged when jemalloc serves.
+/// Takes the backends' own locks; allocates nothing through the allocator.
+pub(crate) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(loom), not(miri)))]
+    // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    if jemalloc_serves() {
+        purge_jemalloc();
+    }
+}
+
+/// `arena.<MALLCTL_ARENAS_ALL>.purge`: every arena's unused dirty and muzzy pages go back
+/// to the OS (`MADV_DONTNEED`); memory jemalloc hands out is untouched.
+#[cfg(all(feature = "jemalloc", not(loom), not(miri)))]
+fn purge_jemalloc() {
+    // `MALLCTL_ARENAS_ALL` (4096) names every arena at once.
+    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
+    // SAFETY: a NUL-terminated mallctl name; this control neither reads nor writes a
+    // value, so the old and new pointers are null and the lengths zero, as it requires.
+    // A failure (an error code) leaves the pages where they are.
+    let _ = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+}
+
+#[cfg(not(all(feature = "jemalloc", not(loom), not(miri))))]
+fn purge_jemalloc() {}
