@@ -144,6 +144,13 @@
 //! memo-alloc = { path = "../memomalloc/memo-alloc", default-features = false }
 //! ```
 //!
+//! Once a profile is planned, the backend's free memory goes back to the OS (on the
+//! planner thread), so that the profiled pass's freed buffers are not resident beside the
+//! slab that replays it: glibc's heaps are trimmed (`malloc_trim`), and over
+//! [`MemoAlloc::jemalloc`] every jemalloc arena is purged (`arena.<all>.purge`; jemalloc
+//! would otherwise keep them as dirty pages for its 10 s decay). A backend given to
+//! [`MemoAlloc::new`] other than glibc keeps its free memory as it would.
+//!
 //! The slabs, the region, lanes and replay are the same over every backend. The crate's
 //! integration tests run over each (`MEMO_TEST_BACKEND=jemalloc cargo test -p memo-alloc`,
 //! and `mimalloc`). Across `fork`: jemalloc registers its fork handlers when it starts
