@@ -148,7 +148,8 @@
 //! planner thread), so that the profiled pass's freed buffers are not resident beside the
 //! slab that replays it: glibc's heaps are trimmed (`malloc_trim`), and over
 //! [`MemoAlloc::jemalloc`] every jemalloc arena is purged (`arena.<all>.purge`; jemalloc
-//! would otherwise keep them as dirty pages for its 10 s decay). A backend given to
+//! would otherwise keep them as dirty pages for its 10 s decay) when the key's first plan
+//! is published (not after a re-profile, whose passes ran on slabs). A backend given to
 //! [`MemoAlloc::new`] other than glibc keeps its free memory as it would.
 //!
 //! The slabs, the region, lanes and replay are the same over every backend. The crate's

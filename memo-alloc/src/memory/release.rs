@@ -6,9 +6,10 @@
 //! jemalloc as dirty pages for about 10 s), while the key's passes now run on slabs: the
 //! pass's memory would be resident twice, once in the backend and once in the slab.
 //! [`release_free_memory`] returns it: glibc's heaps with `malloc_trim`, and, where the
-//! allocator's backend is jemalloc ([`note_backend`] told so), every jemalloc arena's
-//! dirty and muzzy pages with the `arena.<all>.purge` mallctl. It runs off the allocation
-//! paths (on the planner thread, or where a pass ends with inline planning).
+//! allocator's backend is jemalloc ([`note_backend`] told so) and the caller asks for it
+//! (the planner, when a key's passes move from the backend to slabs), every jemalloc
+//! arena's dirty and muzzy pages with the `arena.<all>.purge` mallctl. It runs off the
+//! allocation paths (on the planner thread, or where a pass ends with inline planning).
 //!
 //! It may use `support` only.
 
@@ -48,15 +49,16 @@ pub(crate) fn jemalloc_serves() -> bool {
 }
 
 /// Returns the backend's free memory to the OS: glibc's heaps are trimmed (`malloc_trim`;
-/// nothing when glibc holds nothing), and jemalloc's arenas purged when jemalloc serves.
-/// Takes the backends' own locks; allocates nothing through the allocator.
-pub(crate) fn release_free_memory() {
+/// nothing when glibc holds nothing), and, with `purge_arenas`, jemalloc's arenas are
+/// purged when jemalloc serves. Takes the backends' own locks; allocates nothing through
+/// the allocator.
+pub(crate) fn release_free_memory(purge_arenas: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu", not(loom), not(miri)))]
     // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
     unsafe {
         libc::malloc_trim(0);
     }
-    if jemalloc_serves() {
+    if purge_arenas && jemalloc_serves() {
         purge_jemalloc();
     }
 }

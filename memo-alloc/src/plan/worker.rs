@@ -162,7 +162,7 @@ fn work() {
                 thread::with_bookkeeping(|| run(job));
                 QUEUE.with(|q| q.planning = None);
             }
-            None if trims_pending() => trim(),
+            None if trims_pending() => trim(true),
             None => std::thread::park(),
         }
     }
@@ -183,7 +183,7 @@ pub(crate) fn trim_later() {
     TRIMS_ASKED.fetch_add(1, Ordering::AcqRel);
     match QUEUE.with(|q| q.worker.clone()) {
         Some(t) => t.unpark(),
-        None => trim(),
+        None => trim(true),
     }
 }
 
@@ -195,9 +195,15 @@ fn trims_pending() -> bool {
 /// trim asked for until now. After a profile is planned, its allocations are freed but
 /// the backend keeps their memory, and the slabs that replay the pass come on top of it:
 /// releasing once per profile keeps the peak resident size near one copy of the pass.
-fn trim() {
+/// jemalloc's arenas are purged only with `purge_arenas`: when a key's passes move from
+/// the backend to slabs (a plan made without a previous one, or a pass that ran on the
+/// backend until its key's plan came). A re-profile's passes ran on the key's previous
+/// plan, and purging after it would only make the backend fault its pages in again.
+fn trim(purge_arenas: bool) {
     let asked = TRIMS_ASKED.load(Ordering::Acquire);
-    crate::memory::release::release_free_memory();
+    // A trim asked for by a pass that ran on the backend purges too.
+    let purge_arenas = purge_arenas || asked != TRIMS_DONE.load(Ordering::Acquire);
+    crate::memory::release::release_free_memory(purge_arenas);
     TRIMS_DONE.fetch_max(asked, Ordering::AcqRel);
 }
 
@@ -210,6 +216,7 @@ fn trim() {
 /// process's exit would wait for them.
 fn run(job: Job) {
     let entry = job.entry;
+    let first_plan = job.base.is_none();
     let planned =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(config::config())));
     if planned.is_err() {
@@ -219,7 +226,7 @@ fn run(job: Job) {
             e.abandon_profile();
         }
     }
-    trim();
+    trim(first_plan);
 }
 
 /// Waits until every submitted profile is planned and published (and the backend's heaps
