@@ -283,6 +283,18 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
 }
 
 #[test]
+fn an_encoder_of_four_lengths_settles_once_each_length_was_seen_a_few_times() {
+    let _g = serial_inline();
+    // The draw sees every length at least twice in its first 16 passes. Once the key
+    // founds a class, the window of its own plan counts its own class's passes only: the
+    // passes of other lengths that diverged on that plan before do not re-profile it.
+    let m = encoder("encoder-4-early", 60, 44);
+    eprintln!("encoder, early: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled after 16 passes: {m:?}");
+    assert!(m.share() >= 0.98, "{m:?}");
+}
+
+#[test]
 fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_length() {
     let _g = serial_inline();
     let m = encoder_with("encoder-4-ops", 400, 300, |len| {
