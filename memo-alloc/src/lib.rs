@@ -29,8 +29,8 @@
 //!   profiled pass is served by the backend and counted as a *miss* with its reason
 //!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again: one whose
 //!   replayed passes miss more than half of their requests at most six replayed passes
-//!   after its plan was published or loaded (three when no request hits), whatever the
-//!   plan came from.
+//!   after its plan was published or loaded (three when no request hits, or when no pass
+//!   has yet replayed the plan within the miss ratio), whatever the plan came from.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
 //! - Guards may be dropped in any order: each ends its own pass or scope (passes are
