@@ -194,6 +194,8 @@ mod support;
 #[doc(hidden)]
 pub mod testing;
 
+#[cfg(feature = "jemalloc")]
+pub use alloc::Jemalloc;
 pub use alloc::MemoAlloc;
 pub use api::buckets::{prewarm, Buckets};
 pub use api::carry::{current, EnterGuard, InPass, Pass, PassHandle};
@@ -211,6 +213,3 @@ pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;
 pub use stats::{AbandonReason, MissReason, Misses, PlanRejection, Stats};
-/// jemalloc (tikv-jemallocator), the backend of [`MemoAlloc::jemalloc`] (feature `jemalloc`).
-#[cfg(feature = "jemalloc")]
-pub use tikv_jemallocator::Jemalloc;

@@ -87,12 +87,13 @@ impl MemoAlloc<System> {
 }
 
 #[cfg(feature = "jemalloc")]
-impl MemoAlloc<tikv_jemallocator::Jemalloc> {
-    /// Over jemalloc with its default configuration (tikv-jemallocator; feature
-    /// `jemalloc`). jemalloc reads `_RJEM_MALLOC_CONF` for its settings.
-    pub const fn jemalloc() -> MemoAlloc<tikv_jemallocator::Jemalloc> {
+impl MemoAlloc<super::Jemalloc> {
+    /// Over jemalloc (tikv-jemallocator; feature `jemalloc`), its large blocks
+    /// page-aligned ([`crate::Jemalloc`]). jemalloc reads `_RJEM_MALLOC_CONF` for its
+    /// settings.
+    pub const fn jemalloc() -> MemoAlloc<super::Jemalloc> {
         MemoAlloc {
-            backend: tikv_jemallocator::Jemalloc,
+            backend: super::Jemalloc,
         }
     }
 }
