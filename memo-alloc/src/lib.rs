@@ -29,8 +29,8 @@
 //!   profiled pass is served by the backend and counted as a *miss* with its reason
 //!   ([`MissReason`], [`stats()`]). A key that misses often is profiled again: one whose
 //!   replayed passes miss more than half of their requests at most six replayed passes
-//!   after its plan was published or loaded (three when no request hits), whatever the
-//!   plan came from.
+//!   after its plan was published or loaded (three when no request hits, or when no pass
+//!   has yet replayed the plan within the miss ratio), whatever the plan came from.
 //! - Frees of slab pointers work from any thread and mark the slot free with one atomic
 //!   store. Allocations outside passes go to the backend after one thread-local check.
 //! - Guards may be dropped in any order: each ends its own pass or scope (passes are
@@ -202,6 +202,8 @@ mod support;
 #[doc(hidden)]
 pub mod testing;
 
+#[cfg(feature = "jemalloc")]
+pub use alloc::Jemalloc;
 pub use alloc::MemoAlloc;
 pub use api::buckets::{prewarm, Buckets};
 pub use api::carry::{current, EnterGuard, InPass, Pass, PassHandle};
@@ -219,6 +221,3 @@ pub use plan::worker::{is_planner_thread, wait_for_plans};
 pub use profiling::tag;
 pub use registry::PlanState;
 pub use stats::{AbandonReason, MissReason, Misses, PlanRejection, Stats};
-/// jemalloc (tikv-jemallocator), the backend of [`MemoAlloc::jemalloc`] (feature `jemalloc`).
-#[cfg(feature = "jemalloc")]
-pub use tikv_jemallocator::Jemalloc;

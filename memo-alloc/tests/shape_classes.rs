@@ -283,6 +283,18 @@ fn an_encoder_of_four_lengths_under_one_key_replays_from_a_plan_per_length() {
 }
 
 #[test]
+fn an_encoder_of_four_lengths_settles_once_each_length_was_seen_a_few_times() {
+    let _g = serial_inline();
+    // The draw sees every length at least twice in its first 16 passes. Once the key
+    // founds a class, the window of its own plan counts its own class's passes only: the
+    // passes of other lengths that diverged on that plan before do not re-profile it.
+    let m = encoder("encoder-4-early", 60, 44);
+    eprintln!("encoder, early: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled after 16 passes: {m:?}");
+    assert!(m.share() >= 0.98, "{m:?}");
+}
+
+#[test]
 fn an_encoder_whose_requests_are_all_inside_op_scopes_replays_from_a_plan_per_length() {
     let _g = serial_inline();
     let m = encoder_with("encoder-4-ops", 400, 300, |len| {
@@ -311,6 +323,45 @@ fn an_encoder_whose_first_large_request_is_the_same_at_every_length_is_told_apar
     // it is served from its length's slab.
     assert_eq!(m.misses, m.reason("no_slab"), "{m:?}");
     assert_eq!(m.misses, m.passes, "{m:?}");
+}
+
+/// The steps of a key's first decoding request that were profiled (numbered from 1).
+fn first_request_profiles(key: &str) -> Vec<usize> {
+    let mut cache = Vec::new();
+    let prefill = delta(key, || {
+        let _p = memo_alloc::pass(key);
+        transformer(PROMPT, PROMPT, &mut cache);
+    });
+    let mut m = Measured::default();
+    m.add_profiles(&prefill);
+    assert_eq!(m.profiled, 1, "the prefill is the key's first pass");
+    (1..=STEPS)
+        .filter(|&step| {
+            let d = delta(key, || {
+                let _p = memo_alloc::pass(key);
+                transformer(1, PROMPT + step, &mut cache);
+            });
+            let mut m = Measured::default();
+            m.add_profiles(&d);
+            m.profiled > 0
+        })
+        .collect()
+}
+
+#[test]
+fn a_decoding_steps_plan_is_made_early_in_the_first_request() {
+    let _g = serial_inline();
+    // The prefill's plan, which no step fits, is profiled again after one window of
+    // steps, and the steps' plan is merged with a second profile one window later; the
+    // growing attention then outgrows that plan's headroom (four more steps of the
+    // growth its two profiles saw) once in the request.
+    let profiled = first_request_profiles("decode-first");
+    eprintln!("first request, steps profiled: {profiled:?}");
+    assert!(profiled.len() <= 3, "steps profiled: {profiled:?}");
+    assert!(
+        profiled.iter().take(2).all(|&s| s <= 8),
+        "steps profiled: {profiled:?}"
+    );
 }
 
 #[test]

@@ -8,8 +8,8 @@
 //! overlap checks: only a request larger or more aligned than its slot (which would write
 //! past it) goes to the backend, as do allocations outside passes and those the plan does
 //! not hold (still live at the end of the recorded pass). The backend is memo's default
-//! ([`MEMO_BACKEND`]), so that memo / static compares matching and checks alone. It is
-//! correct only for passes that repeat exactly, so a divergent workload runs it as its
+//! as memo-alloc runs it (`crate::backend::memo_backend_alloc`), so that memo / static
+//! compares matching and checks alone. It is correct only for passes that repeat exactly, so a divergent workload runs it as its
 //! backend alone ([`disable`]).
 //!
 //! A `realloc` inside a pass is an allocation, a copy and a free, in recording and serving
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use memo_planner::offsets::best;
 use memo_planner::{Buffer, Problem};
 
-use crate::backend::MEMO_BACKEND;
+use crate::backend::{memo_backend_alloc, memo_backend_dealloc, memo_backend_realloc};
 
 const OFF: u8 = 0;
 const RECORDING: u8 = 1;
@@ -252,7 +252,7 @@ pub unsafe fn alloc(layout: Layout, zeroed: bool) -> *mut u8 {
         return served;
     }
     // SAFETY: forwarded.
-    unsafe { MEMO_BACKEND.alloc(layout, zeroed) }
+    unsafe { memo_backend_alloc(layout, zeroed) }
 }
 
 /// The slot of the pass's next allocation, if the request fits it (null: the backend
@@ -286,7 +286,7 @@ unsafe fn serve(t: &ThreadState, layout: Layout, zeroed: bool) -> *mut u8 {
 /// As `GlobalAlloc::alloc`, with `t` this thread's state in mode `RECORDING`.
 unsafe fn record(t: &ThreadState, layout: Layout, zeroed: bool) -> *mut u8 {
     // SAFETY: forwarded.
-    let p = unsafe { MEMO_BACKEND.alloc(layout, zeroed) };
+    let p = unsafe { memo_backend_alloc(layout, zeroed) };
     if p.is_null() {
         return p;
     }
@@ -328,7 +328,7 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
         }
     });
     // SAFETY: not an arena pointer: the backend's.
-    unsafe { MEMO_BACKEND.dealloc(p, layout) }
+    unsafe { memo_backend_dealloc(p, layout) }
 }
 
 /// `GlobalAlloc::realloc`: in a pass (and for arena pointers) an allocation, a copy and a
@@ -342,7 +342,7 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         .unwrap_or(false);
     if !in_pass && !in_region(p) {
         // SAFETY: forwarded; the backend's pointer.
-        return unsafe { MEMO_BACKEND.realloc(p, layout, new_size) };
+        return unsafe { memo_backend_realloc(p, layout, new_size) };
     }
     let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
         return ptr::null_mut();

@@ -2,12 +2,16 @@
 //! `memo-slots` and `static`) uses: [`MEMO_BACKEND`], the one line to change when memo's
 //! default backend changes.
 //!
-//! `static` serves what its arena does not hold from the same backend as `memo`, so that
-//! memo / static compares matching and checks alone, not two general-purpose allocators.
+//! The rows of the allocators alone run them as they come ([`Backend::alloc`]: jemalloc
+//! with its defaults). memo runs over memo-alloc's backends, whose jemalloc page-aligns
+//! large blocks (`memo_alloc::Jemalloc`); `static` serves what its arena does not hold
+//! from that same backend ([`memo_backend_alloc`]), so that memo / static compares
+//! matching and checks alone, not two general-purpose allocators.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-use memo_alloc::{Jemalloc, MiMalloc};
+use memo_alloc::MiMalloc;
+use tikv_jemallocator::Jemalloc;
 
 /// A general-purpose allocator memo can run over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +88,55 @@ impl Backend {
                 Backend::Jemalloc => Jemalloc.realloc(ptr, layout, new_size),
                 Backend::Mimalloc => MiMalloc.realloc(ptr, layout, new_size),
             }
+        }
+    }
+}
+
+/// `GlobalAlloc::alloc` (`zeroed`: `alloc_zeroed`) of [`MEMO_BACKEND`] as memo-alloc runs
+/// it (jemalloc: `memo_alloc::Jemalloc`, its large blocks page-aligned).
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`.
+#[inline(always)]
+pub unsafe fn memo_backend_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+    // SAFETY: forwarded.
+    unsafe {
+        match (MEMO_BACKEND, zeroed) {
+            (Backend::Jemalloc, false) => memo_alloc::Jemalloc.alloc(layout),
+            (Backend::Jemalloc, true) => memo_alloc::Jemalloc.alloc_zeroed(layout),
+            (b, zeroed) => b.alloc(layout, zeroed),
+        }
+    }
+}
+
+/// `GlobalAlloc::dealloc` of [`MEMO_BACKEND`] as memo-alloc runs it.
+///
+/// # Safety
+/// As `GlobalAlloc::dealloc`, for a block [`memo_backend_alloc`] or
+/// [`memo_backend_realloc`] returned.
+#[inline(always)]
+pub unsafe fn memo_backend_dealloc(ptr: *mut u8, layout: Layout) {
+    // SAFETY: forwarded.
+    unsafe {
+        match MEMO_BACKEND {
+            Backend::Jemalloc => memo_alloc::Jemalloc.dealloc(ptr, layout),
+            b => b.dealloc(ptr, layout),
+        }
+    }
+}
+
+/// `GlobalAlloc::realloc` of [`MEMO_BACKEND`] as memo-alloc runs it.
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`, for a block [`memo_backend_alloc`] or
+/// [`memo_backend_realloc`] returned.
+#[inline(always)]
+pub unsafe fn memo_backend_realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // SAFETY: forwarded.
+    unsafe {
+        match MEMO_BACKEND {
+            Backend::Jemalloc => memo_alloc::Jemalloc.realloc(ptr, layout, new_size),
+            b => b.realloc(ptr, layout, new_size),
         }
     }
 }

@@ -93,14 +93,15 @@ impl MemoAlloc<System> {
 }
 
 #[cfg(feature = "jemalloc")]
-impl MemoAlloc<tikv_jemallocator::Jemalloc> {
-    /// Over jemalloc with its default configuration (tikv-jemallocator; feature
-    /// `jemalloc`). jemalloc reads `_RJEM_MALLOC_CONF` for its settings. When a key's first
-    /// plan is published, jemalloc's arenas are purged (`arena.<all>.purge`), so that the
-    /// profiled pass's freed pages do not stay resident beside the slab that replays it.
-    pub const fn jemalloc() -> MemoAlloc<tikv_jemallocator::Jemalloc> {
+impl MemoAlloc<super::Jemalloc> {
+    /// Over jemalloc (tikv-jemallocator; feature `jemalloc`), its large blocks
+    /// page-aligned ([`crate::Jemalloc`]). jemalloc reads `_RJEM_MALLOC_CONF` for its
+    /// settings. When a key's first plan is published, jemalloc's arenas are purged
+    /// (`arena.<all>.purge`), so that the profiled pass's freed pages do not stay resident
+    /// beside the slab that replays it.
+    pub const fn jemalloc() -> MemoAlloc<super::Jemalloc> {
         MemoAlloc {
-            backend: tikv_jemallocator::Jemalloc,
+            backend: super::Jemalloc,
             kind: BackendKind::Jemalloc,
         }
     }

@@ -5,12 +5,15 @@
 //! slow side (`observed.rs`) takes profiled passes, a thread's first call, and observed
 //! threads (a whole-program recording, heap counters), which take their pass's path and
 //! are then observed. The allocator's own large buffers and the large blocks of passes
-//! without a plan take a path of their own (`own.rs`).
+//! without a plan take a path of their own (`own.rs`). `jemalloc.rs` is the default
+//! backend: jemalloc with its large blocks page-aligned.
 //!
 //! The top of the crate: it may use `pass` (the thread's context), `replay`, `observe`,
 //! `memory`, `stats` and `support`; nothing uses it but the crate's face.
 
 mod global;
+#[cfg(feature = "jemalloc")]
+mod jemalloc;
 mod observed;
 mod own;
 mod profiled;
@@ -18,3 +21,5 @@ mod profiled;
 mod tests;
 
 pub use global::MemoAlloc;
+#[cfg(feature = "jemalloc")]
+pub use jemalloc::Jemalloc;

@@ -157,7 +157,7 @@ fn an_allocation_in_a_pass_calls_the_backend_at_most_once() {
 #[cfg(all(feature = "jemalloc", feature = "mimalloc"))]
 #[test]
 fn the_fast_backends_serve_what_is_not_planned() {
-    static JEMALLOC: MemoAlloc<tikv_jemallocator::Jemalloc> = MemoAlloc::jemalloc();
+    static JEMALLOC: MemoAlloc<crate::Jemalloc> = MemoAlloc::jemalloc();
     static MIMALLOC: MemoAlloc<mimalloc::MiMalloc> = MemoAlloc::mimalloc();
     let layout = Layout::from_size_align(3000, 64).unwrap();
     // SAFETY: each block is written within its layout and freed once by its allocator.

@@ -53,8 +53,9 @@ impl KeyEntry {
             .unwrap_or(self)
     }
 
-    /// Adds `class` as the key's next class; marks the key classed. `false` when the key
-    /// has `max` classes already. Under the registry's insertion lock.
+    /// Adds `class` as the key's next class; marks the key classed and starts its
+    /// divergence window afresh. `false` when the key has `max` classes already. Under
+    /// the registry's insertion lock.
     pub(crate) fn add_class(&self, class: &'static KeyEntry, max: usize) -> bool {
         let max = max.clamp(1, MAX_CLASSES + 1) - 1;
         let Some(slot) = self.class_entries[..max]
@@ -65,6 +66,9 @@ impl KeyEntry {
         };
         slot.store(class as *const KeyEntry as *mut KeyEntry, Ordering::Release);
         self.classes.set_classed();
+        // The key's window so far counted passes of every shape on its plan; from now on
+        // only its own class's passes replay it.
+        self.restart_window();
         true
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct Divergence {
     streak: plain::AtomicU32,
     /// Of those, the consecutive windows that failed.
     failing: plain::AtomicU32,
+    /// A pass replayed the plan within the ratio since the window restarted.
+    fitted: plain::AtomicBool,
 }
 
 impl Divergence {
@@ -55,7 +57,11 @@ impl Divergence {
     /// replayed pass adds allocations rather than dropping planned ones, so this does not
     /// come from one pass, and the plan converges after one window instead of two. One
     /// window is enough too when none of its passes was served a single block: the plan
-    /// serves nothing.
+    /// serves nothing; and when no pass has replayed the plan within `ratio` since it was
+    /// published: nothing says the plan's shape recurs (a decoding loop's prefill, whose
+    /// steps replay it), so one window of evidence against it is enough. A plan some pass
+    /// fitted is the plan of a shape that recurs, and a window of other shapes mixed in
+    /// does not re-profile it alone.
     ///
     /// The verdict is [`Verdict::Failing`] when each window of the streak also missed
     /// more than [`FAILING_RATIO`] of its allocations. So a key whose replayed passes keep
@@ -64,6 +70,7 @@ impl Divergence {
     /// loaded (its next pass profiles), whatever the plan came from.
     pub(crate) fn note(&self, c: &PassCounters, window: u32, ratio: f64) -> Verdict {
         let r = Ordering::Relaxed;
+        let over = |n: u64, of: u64, ratio: f64| n as f64 > ratio * of as f64;
         let allocs = self.allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.misses.fetch_add(c.diverged(), r) + c.diverged();
         let all = c.slab_bytes + c.diverged_bytes;
@@ -72,11 +79,17 @@ impl Divergence {
         let skipped = self.skipped.fetch_add(c.skipped, r) + c.skipped;
         let hits = self.hits.fetch_add(c.slab_hits, r) + c.slab_hits;
         let passes = self.passes.fetch_add(1, r) + 1;
+        let all_pass = c.slab_bytes + c.diverged_bytes;
+        if c.slab_hits > 0
+            && !over(c.diverged(), c.allocations, ratio)
+            && !over(c.diverged_bytes, all_pass, ratio)
+        {
+            self.fitted.store(true, r);
+        }
         if passes < window {
             return Verdict::Keep;
         }
         self.clear();
-        let over = |n: u64, of: u64, ratio: f64| n as f64 > ratio * of as f64;
         let diverged = allocs > 0 && (over(misses, allocs, ratio) || over(dbytes, bytes, ratio));
         if !diverged {
             self.streak.store(0, r);
@@ -90,7 +103,7 @@ impl Divergence {
             self.failing.store(0, r);
             0
         };
-        let needed = if over(skipped, allocs, ratio) || hits == 0 {
+        let needed = if over(skipped, allocs, ratio) || hits == 0 || !self.fitted.load(r) {
             1
         } else {
             DIVERGED_WINDOWS
@@ -116,11 +129,12 @@ impl Divergence {
         self.passes.store(0, r);
     }
 
-    /// A new plan starts a new window, with no streak.
+    /// A new plan starts a new window, with no streak, not fitted by any pass yet.
     pub(crate) fn restart(&self) {
         self.clear();
         self.streak.store(0, Ordering::Relaxed);
         self.failing.store(0, Ordering::Relaxed);
+        self.fitted.store(false, Ordering::Relaxed);
     }
 }
 
@@ -141,10 +155,38 @@ mod tests {
         c
     }
 
-    /// The verdicts after each of `passes`, windows of 3, ratio 5%.
+    /// The verdicts after each of `passes`, windows of 3, ratio 5%, for a plan an
+    /// earlier pass fitted.
     fn verdicts(passes: &[u64]) -> Vec<Verdict> {
         let d = Divergence::default();
+        d.fitted.store(true, Ordering::Relaxed);
         passes.iter().map(|&m| d.note(&pass(m), 3, 0.05)).collect()
+    }
+
+    #[test]
+    fn a_plan_no_pass_fitted_is_profiled_again_after_one_diverged_window() {
+        use Verdict::*;
+        let unfitted = |passes: &[u64]| {
+            let d = Divergence::default();
+            let v: Vec<Verdict> = passes.iter().map(|&m| d.note(&pass(m), 3, 0.05)).collect();
+            v
+        };
+        assert_eq!(unfitted(&[10, 10, 10]), [Keep, Keep, Diverged]);
+        assert_eq!(unfitted(&[60, 60, 60]), [Keep, Keep, Failing]);
+        // One pass within the ratio fits it: two windows, as for any plan.
+        assert_eq!(
+            unfitted(&[10, 2, 10, 10, 10, 10]),
+            [Keep, Keep, Keep, Keep, Keep, Diverged]
+        );
+        // A new plan must be fitted again.
+        let d = Divergence::default();
+        d.note(&pass(0), 3, 0.05);
+        d.restart();
+        let v: Vec<Verdict> = [10, 10, 10]
+            .iter()
+            .map(|&m| d.note(&pass(m), 3, 0.05))
+            .collect();
+        assert_eq!(v, [Keep, Keep, Diverged]);
     }
 
     #[test]

@@ -276,6 +276,11 @@ impl KeyEntry {
         }
     }
 
+    /// Starts the key's divergence window afresh (see [`Divergence::restart`]).
+    pub(crate) fn restart_window(&self) {
+        self.divergence.restart();
+    }
+
     /// Adds a pass that replayed `plan` to the key's divergence window (see
     /// [`Divergence::note`]); returns `true` when the key is to be profiled again.
     ///

@@ -9,6 +9,7 @@ use crate::report::Format;
 use crate::workloads::candle::CandleSpec;
 use crate::workloads::decode::DecodeSpec;
 use crate::workloads::lengths::LengthsSpec;
+use crate::workloads::spec::DEFAULT_WARMUP;
 use crate::workloads::Spec;
 
 /// The default matrix's workloads.
@@ -75,7 +76,9 @@ pub struct RunArgs {
     /// Measured passes per thread at 1 and 2 threads (halved at 4, quartered at 8; at least 3).
     #[arg(long)]
     pub passes: Option<u64>,
-    /// Warm-up passes per thread (not measured; memomalloc profiles the first). One more
+    /// Warm-up passes per thread (not measured; memomalloc profiles the first). Default 3,
+    /// or one cycle of the shapes of a workload whose passes differ by design: a whole
+    /// request for a decoder run a step per pass, 16 passes for `lengths`. One more
     /// unmeasured pass follows once memo's plans are published, for every allocator.
     #[arg(long)]
     pub warmup: Option<u64>,
@@ -209,9 +212,12 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
         return Err("thread counts must be positive".into());
     }
     let passes = args.passes.unwrap_or(if sel.quick { 12 } else { 20 });
-    let warmup = args.warmup.unwrap_or(3).max(1);
     let mut groups = Vec::new();
     for w in workloads(sel)? {
+        let warmup = args
+            .warmup
+            .unwrap_or_else(|| Spec::parse(&w).map_or(DEFAULT_WARMUP, |s| s.default_warmup()))
+            .max(1);
         for &compute in &or_default(&args.compute, 1.0) {
             for &t in &threads {
                 groups.push(Group {
@@ -232,7 +238,7 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
                 workload: SWEEP_WORKLOAD.to_string(),
                 threads: 2,
                 compute,
-                warmup,
+                warmup: args.warmup.unwrap_or(DEFAULT_WARMUP).max(1),
                 passes,
             });
         }

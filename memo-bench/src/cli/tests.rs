@@ -154,3 +154,35 @@ fn workloads_cross_batches_and_sizes() {
     );
     assert!(schedule(&parse(&["--threads", "0"]).unwrap().run).is_err());
 }
+
+#[test]
+fn workloads_whose_passes_differ_warm_up_for_a_cycle_of_their_shapes() {
+    let warmups = |args: &[&str]| -> Vec<(String, u64)> {
+        let s = schedule(&parse(args).unwrap().run).unwrap();
+        s.groups
+            .iter()
+            .map(|g| (g.workload.clone(), g.warmup))
+            .collect()
+    };
+    let w = warmups(&[
+        "--workloads",
+        "resnet50,decode:step:n8,decode:request,lengths",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(
+        w.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+        [3, 9, 3, 16],
+        "{w:?}"
+    );
+    // `--warmup` wins.
+    let w = warmups(&[
+        "--workloads",
+        "decode:step",
+        "--threads",
+        "1",
+        "--warmup",
+        "2",
+    ]);
+    assert_eq!(w[0].1, 2);
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::candle::{CandleModel, CandleSpec};
 use super::decode::{DecodeForm, DecodeSpec};
 use super::graph::Graph;
-use super::lengths::LengthsSpec;
+use super::lengths::{LengthsSpec, LENGTHS};
 use super::nets;
 
 /// An architecture.
@@ -137,7 +137,25 @@ pub fn valid_names() -> String {
     )
 }
 
+/// Warm-up passes per thread of a workload whose passes are alike (see
+/// [`Spec::default_warmup`]).
+pub const DEFAULT_WARMUP: u64 = 3;
+
 impl Spec {
+    /// Warm-up passes per thread when `--warmup` is not given: [`DEFAULT_WARMUP`], or
+    /// one cycle of the workload's shapes where its passes differ by design, so that its
+    /// measured passes are of a program past its start: a whole request (the prefill and
+    /// every step) for a decoder run a step per pass, and four passes per length on the
+    /// average for `lengths`.
+    pub fn default_warmup(&self) -> u64 {
+        match self {
+            Spec::Decode(d) if d.form == DecodeForm::Step => d.steps as u64 + 1,
+            Spec::Candle(c) if c.steps > 0 && c.form == DecodeForm::Step => c.steps as u64 + 1,
+            Spec::Lengths(_) => 4 * LENGTHS.len() as u64,
+            _ => DEFAULT_WARMUP,
+        }
+    }
+
     /// Parses `net:bN:sM[+noscope|+divergent|+helpers]` (e.g. `resnet50:b1:s128`),
     /// `decode:form[:bN][:sP][:nK]` (e.g. `decode:step`), `lengths[:bN]`, `trace:<path>`
     /// or `candle:model[:bN][:sM]` (e.g. `candle:mobilenetv4`).
