@@ -11,7 +11,9 @@
 //!
 //! A child forked while the first pass's setup (reading the configuration, loading plans)
 //! was running on another thread cannot wait for that setup, which will never finish in
-//! the child: such a child runs every pass on the backend.
+//! the child: such a child runs every pass on the backend. The configuration itself is
+//! read before the fork (the prepare handler waits for a thread reading it), so the child
+//! finds it whole.
 
 use std::sync::Once;
 
@@ -83,6 +85,13 @@ fn locks() -> [&'static SpinLock; 6] {
 }
 
 extern "C" fn before_fork() {
+    // The configuration is a `std` `OnceLock`: copied into the child while another thread
+    // reads it from the environment, it would make the child's first use wait forever.
+    // Read here, the fork waits for that thread instead (its allocations go to the
+    // backend, before any lock of the crate is taken).
+    crate::support::thread::with_bookkeeping(|| {
+        config();
+    });
     for lock in locks() {
         lock.lock_for_fork();
     }
