@@ -15,8 +15,6 @@
 //! read before the fork (the prepare handler waits for a thread reading it), so the child
 //! finds it whole.
 
-use std::sync::Once;
-
 use crate::config::config;
 use crate::support::sync::{plain, Ordering, SpinLock};
 
@@ -25,7 +23,9 @@ use crate::support::sync::{plain, Ordering, SpinLock};
 /// `std` `Once` copied mid-run would make the child wait forever.
 static mut FORK_HANDLERS: libc::pthread_once_t = libc::PTHREAD_ONCE_INIT;
 
-static SETUP: Once = Once::new();
+/// Guards the first pass's setup: `pthread_once` too, so that a child forked while another
+/// thread ran the setup runs it again rather than waiting for a thread it does not have.
+static mut SETUP: libc::pthread_once_t = libc::PTHREAD_ONCE_INIT;
 /// The first pass's setup finished.
 static READY: plain::AtomicBool = plain::AtomicBool::new(false);
 /// This process is a child forked before the setup finished: passes run on the backend.
@@ -47,13 +47,23 @@ pub(crate) fn once() {
     if disabled() {
         return;
     }
-    SETUP.call_once(|| {
+    // SAFETY: `SETUP` is only ever passed to `pthread_once`; `setup` is a plain
+    // `extern "C"` function that does not unwind.
+    unsafe {
+        libc::pthread_once(&raw mut SETUP, setup);
+    }
+    READY.store(true, Ordering::Release);
+}
+
+/// The first pass's setup: the configuration, and the plans of `MEMO_PLAN_DIR`. A panic
+/// (none is expected) is caught: it must not unwind out of `pthread_once`.
+extern "C" fn setup() {
+    let _ = std::panic::catch_unwind(|| {
         let cfg = config();
         if let Some(dir) = &cfg.plan_dir {
             crate::plan::load::load_plans(dir, cfg.max_plans);
         }
     });
-    READY.store(true, Ordering::Release);
 }
 
 /// Whether passes must run on the backend (see the module documentation).
