@@ -11,9 +11,11 @@
 //!
 //! A child forked while the first pass's setup (reading the configuration, loading plans)
 //! was running on another thread cannot wait for that setup, which will never finish in
-//! the child: such a child runs every pass on the backend. The configuration itself is
-//! read before the fork (the prepare handler waits for a thread reading it), so the child
-//! finds it whole.
+//! the child: such a child runs every pass on the backend. The setup and the handlers'
+//! registration run under `pthread_once`, which glibc runs again in a child forked in the
+//! middle of it, so no child waits on a copy of another thread's initialisation; the
+//! configuration itself is read before the fork (the prepare handler waits for a thread
+//! reading it), so the child finds it whole.
 
 use crate::config::config;
 use crate::support::sync::{plain, Ordering, SpinLock};
