@@ -9,8 +9,8 @@
 //! past it) goes to the backend, as do allocations outside passes and those the plan does
 //! not hold (still live at the end of the recorded pass). The backend is memo's default
 //! as memo-alloc runs it (`crate::backend::memo_backend_alloc`), so that memo / static
-//! compares matching and checks alone. It is correct only for passes that repeat exactly, so a divergent workload runs it as its
-//! backend alone ([`disable`]).
+//! compares matching and checks alone. It is correct only for passes that repeat exactly,
+//! so a divergent workload runs it as its backend alone ([`disable`]).
 //!
 //! A `realloc` inside a pass is an allocation, a copy and a free, in recording and serving
 //! alike, so both see the same sequence. The allocator's own bookkeeping (recording,

@@ -11,6 +11,17 @@ pub(crate) const DIVERGED_WINDOWS: u32 = 2;
 /// however often it was re-profiled before.
 pub(crate) const FAILING_RATIO: f64 = 0.5;
 
+/// Whether `n` is more than `ratio` of `of`.
+fn over(n: u64, of: u64, ratio: f64) -> bool {
+    n as f64 > ratio * of as f64
+}
+
+/// Whether the misses that say the program diverged (`misses` of `allocs` requests,
+/// `dbytes` of `bytes`) exceed `ratio` of the requests or of the bytes.
+fn beyond(misses: u64, allocs: u64, dbytes: u64, bytes: u64, ratio: f64) -> bool {
+    over(misses, allocs, ratio) || over(dbytes, bytes, ratio)
+}
+
 /// What a window's passes say about the key's plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -70,7 +81,6 @@ impl Divergence {
     /// loaded (its next pass profiles), whatever the plan came from.
     pub(crate) fn note(&self, c: &PassCounters, window: u32, ratio: f64) -> Verdict {
         let r = Ordering::Relaxed;
-        let over = |n: u64, of: u64, ratio: f64| n as f64 > ratio * of as f64;
         let allocs = self.allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.misses.fetch_add(c.diverged(), r) + c.diverged();
         let all = c.slab_bytes + c.diverged_bytes;
@@ -79,18 +89,14 @@ impl Divergence {
         let skipped = self.skipped.fetch_add(c.skipped, r) + c.skipped;
         let hits = self.hits.fetch_add(c.slab_hits, r) + c.slab_hits;
         let passes = self.passes.fetch_add(1, r) + 1;
-        let all_pass = c.slab_bytes + c.diverged_bytes;
-        if c.slab_hits > 0
-            && !over(c.diverged(), c.allocations, ratio)
-            && !over(c.diverged_bytes, all_pass, ratio)
-        {
+        if c.slab_hits > 0 && !beyond(c.diverged(), c.allocations, c.diverged_bytes, all, ratio) {
             self.fitted.store(true, r);
         }
         if passes < window {
             return Verdict::Keep;
         }
         self.clear();
-        let diverged = allocs > 0 && (over(misses, allocs, ratio) || over(dbytes, bytes, ratio));
+        let diverged = allocs > 0 && beyond(misses, allocs, dbytes, bytes, ratio);
         if !diverged {
             self.streak.store(0, r);
             self.failing.store(0, r);

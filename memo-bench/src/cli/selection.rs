@@ -192,6 +192,14 @@ pub fn workloads(sel: &Selection) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Warm-up passes per thread of `workload`: `--warmup`, else the workload's default
+/// ([`Spec::default_warmup`]); at least one.
+fn warmup_of(args: &RunArgs, workload: &str) -> u64 {
+    args.warmup
+        .unwrap_or_else(|| Spec::parse(workload).map_or(DEFAULT_WARMUP, |s| s.default_warmup()))
+        .max(1)
+}
+
 /// The cells of a run: every workload x compute scale x thread count, for every
 /// allocator; the default run adds a compute sweep on one workload at 2 threads.
 pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
@@ -214,10 +222,7 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
     let passes = args.passes.unwrap_or(if sel.quick { 12 } else { 20 });
     let mut groups = Vec::new();
     for w in workloads(sel)? {
-        let warmup = args
-            .warmup
-            .unwrap_or_else(|| Spec::parse(&w).map_or(DEFAULT_WARMUP, |s| s.default_warmup()))
-            .max(1);
+        let warmup = warmup_of(args, &w);
         for &compute in &or_default(&args.compute, 1.0) {
             for &t in &threads {
                 groups.push(Group {
@@ -238,7 +243,7 @@ pub fn schedule(args: &RunArgs) -> Result<Schedule, String> {
                 workload: SWEEP_WORKLOAD.to_string(),
                 threads: 2,
                 compute,
-                warmup: args.warmup.unwrap_or(DEFAULT_WARMUP).max(1),
+                warmup: warmup_of(args, SWEEP_WORKLOAD),
                 passes,
             });
         }
