@@ -2,7 +2,8 @@
 //! not build the exact search's quadratic tables for a pass of thousands of buffers that
 //! live together (tens of MB of tables for nothing, kept by the backend's arena
 //! afterwards), nor the portfolio's best-fit tables (about 700 bytes per buffer) for a
-//! pass that one sweep in allocation order plans at the bound.
+//! pass that one sweep in allocation order plans at the bound, nor best-fit indexes of
+//! tens of entries per buffer for a long pass of short-lived buffers.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,4 +171,59 @@ fn a_pass_best_fit_by_size_plans_at_the_bound_skips_the_portfolio() {
         route, "sweep",
         "a pass the sweep plans at the bound needs nothing more"
     );
+}
+
+/// A long pass of short-lived buffers, as a model's operators make them one after another:
+/// `n` buffers of 257 B to 4 KiB, each freed once 64 later ones were allocated, and a
+/// 1 MiB buffer every 1,000 allocations that lives for 4,000. Their address ranges seldom
+/// merge in a best-fit pass's index (each range is added to tens of its lists).
+fn sliding_window(n: usize) -> Problem {
+    let mut buffers: Vec<Buffer> = Vec::with_capacity(n + n / 1000 + 1);
+    let mut window = std::collections::VecDeque::new();
+    let mut large = std::collections::VecDeque::new();
+    let mut t = 0u64;
+    let start = |buffers: &mut Vec<Buffer>, size: u64, t: &mut u64| {
+        buffers.push(Buffer::new(String::new(), *t, u64::MAX, size));
+        *t += 1;
+        buffers.len() - 1
+    };
+    for i in 0..n {
+        let size = 257 + (i as u64 * 7919) % 3840;
+        window.push_back(start(&mut buffers, size, &mut t));
+        if window.len() > 64 {
+            buffers[window.pop_front().unwrap()].upper = t;
+            t += 1;
+        }
+        if i % 1000 == 0 {
+            large.push_back(start(&mut buffers, 1 << 20, &mut t));
+            if large.len() > 4 {
+                buffers[large.pop_front().unwrap()].upper = t;
+                t += 1;
+            }
+        }
+    }
+    for b in &mut buffers {
+        b.upper = b.upper.min(t);
+    }
+    Problem::unnamed(buffers).expect("a valid problem")
+}
+
+/// Such a pass is planned without best-fit passes (a pass by size took 40 MB over 60,000
+/// buffers here, the portfolio's two at once more), by the near-linear heuristics.
+#[test]
+fn a_long_pass_of_short_lived_buffers_is_planned_without_best_fit_indexes() {
+    let _one = one_at_a_time();
+    let p = sliding_window(60_000);
+    let ((plan, route), peak) =
+        peak_of(|| memo_alloc::testing::plan_offsets_routed(OffsetStrategy::Best, &p));
+    let h = validate_offsets(&p, &plan).expect("a valid plan");
+    let lb = offsets_lower_bound(&p);
+    eprintln!("height {h} (lower bound {lb}), route {route}, peak {peak} bytes of planning");
+    assert_eq!(route, "portfolio");
+    assert!(
+        peak < 24 << 20,
+        "planning {} buffers took {peak} bytes at its peak",
+        p.len()
+    );
+    assert!(h <= lb + lb / 100, "height {h} vs the bound {lb}");
 }

@@ -11,7 +11,8 @@
 //!    plan within [`best::NEAR_LINEAR_GAP_PER_MILLE`] per mille of the lower bound is
 //!    kept, as the portfolio (about 700 bytes per buffer, and tens to hundreds of
 //!    milliseconds) could gain less than that;
-//! 2. on a problem with few enough pairs of buffers alive together ([`LARGE_PAIRS`]), one
+//! 2. on a problem with few enough pairs of buffers alive together ([`LARGE_PAIRS`]) and a
+//!    best-fit index within [`BEST_FIT_MEMORY`] (or the slab's lower bound), one
 //!    best-fit pass by size (`greedy-by-size`, within a pass's work limit), kept on the
 //!    same terms: where one sweep lands a few per cent above the bound, it mostly plans
 //!    as the portfolio does, in a fraction of its time;
@@ -19,8 +20,9 @@
 //!    greedy), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
 //!    buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound,
 //!    with a node budget of [`NODES`] and a wall-clock cap of [`TIME_CAP`]. A pass whose
-//!    best-fit queries see thousands of live buffers each is planned by the portfolio's
-//!    near-linear heuristics alone (`BestOptions::pass_work`).
+//!    best-fit queries see thousands of live buffers each, or whose best-fit index would
+//!    pass the memory of step 2, is planned by the portfolio's near-linear heuristics
+//!    alone (`BestOptions::pass_work`, `BestOptions::best_fit_memory`).
 //!
 //! Other strategies run as named.
 
@@ -55,6 +57,16 @@ pub(crate) const STRIP_PACKING_MEMORY: u64 = 32 << 20;
 /// A pass of a billion such pairs saves the best-fit pass's tables (tens of MB).
 pub(crate) const LARGE_PAIRS: u64 = 8 * best::PASS_WORK;
 
+/// Least memory the best-fit passes may take, two at a time as the portfolio runs them
+/// (each holds an index of `best::best_fit_index_bytes`); a pass whose slab's lower bound
+/// is larger may take as much as that bound. A pass of many short-lived buffers whose
+/// address ranges seldom merge needs tens of index entries per buffer (about 500 bytes:
+/// 65 MB and a second for a pass by size over 100,000 buffers, 400 MB and 9 s over
+/// 684,000) to save what one sweep loses over the bound, a fraction of a slab, which
+/// `strip-packing` mostly saves in less: planning on the backend's heap must not cost
+/// the program many times the memory it plans.
+pub(crate) const BEST_FIT_MEMORY: u64 = 32 << 20;
+
 /// Wall-clock safety net of the whole plan's exact phase.
 pub(crate) const TIME_CAP: Duration = Duration::from_secs(1);
 
@@ -83,14 +95,17 @@ pub(crate) fn plan_routed(strategy: OffsetStrategy, problem: &Problem) -> (Offse
     if strategy != OffsetStrategy::Best {
         return (strategy.plan(problem), Route::Named);
     }
+    let lb = offsets_lower_bound(problem);
+    // One index's share of the memory of two passes at a time.
+    let best_fit_memory = BEST_FIT_MEMORY.max(lb) / 2;
     let options = BestOptions {
         time_cap: Some(TIME_CAP),
         exact_max_buffers: 0,
         strip_packing_memory: Some(STRIP_PACKING_MEMORY),
         large_pairs: Some(LARGE_PAIRS),
+        best_fit_memory: Some(best_fit_memory),
         ..BestOptions::default()
     };
-    let lb = offsets_lower_bound(problem);
     // Whether `plan` is within `per_mille` per mille of the lower bound.
     let within =
         |plan: &OffsetPlan, per_mille: u64| plan.height(problem) <= lb + lb / 1000 * per_mille;
@@ -100,7 +115,9 @@ pub(crate) fn plan_routed(strategy: OffsetStrategy, problem: &Problem) -> (Offse
         return (sweep, Route::Sweep);
     }
     drop(sweep);
-    if best::conflicting_pairs(problem, LARGE_PAIRS) <= LARGE_PAIRS {
+    if best::conflicting_pairs(problem, LARGE_PAIRS) <= LARGE_PAIRS
+        && best::best_fit_index_bytes(problem, best_fit_memory) <= best_fit_memory
+    {
         // Checked as the portfolio checks other strategies' plans: a bug there must not
         // make overlapping slots.
         let by_size = greedy_by_size::plan_within(problem, best::PASS_WORK)

@@ -127,6 +127,12 @@ pub struct BestOptions {
     /// MobileNetV4-small has 1.14 billion pairs for 700 million ranges visited, the
     /// iopddl `Y_1` trace 180 million for 28 million.
     pub large_pairs: Option<u64>,
+    /// A problem whose best-fit index could take more than this many bytes (see
+    /// [`best_fit_index_bytes`]) is large without a first best-fit pass: on many
+    /// short-lived buffers whose address ranges seldom merge, the index holds tens of
+    /// entries per buffer, and the pass's time goes to keeping its lists sorted rather than
+    /// to the queries [`BestOptions::pass_work`] counts. `None`: no limit.
+    pub best_fit_memory: Option<u64>,
 }
 
 impl Default for BestOptions {
@@ -146,6 +152,7 @@ impl Default for BestOptions {
             pass_work: PASS_WORK,
             strip_packing_memory: None,
             large_pairs: None,
+            best_fit_memory: None,
         }
     }
 }
@@ -220,6 +227,11 @@ pub fn portfolio_report(problem: &Problem, options: &BestOptions) -> (OffsetPlan
     };
     if let Some(limit) = options.large_pairs {
         if conflicting_pairs(problem, limit) > limit {
+            return large(0, 0);
+        }
+    }
+    if let Some(limit) = options.best_fit_memory {
+        if best_fit_index_bytes(problem, limit) > limit {
             return large(0, 0);
         }
     }
@@ -328,6 +340,24 @@ pub fn conflicting_pairs(problem: &Problem, stop: u64) -> u64 {
         }
     }
     pairs
+}
+
+/// An upper bound of the memory (bytes) of a best-fit pass's index over `problem` (the
+/// sorted lists of placed address ranges, 16 bytes for each list a range is added to,
+/// and 8 bytes per node of the tree over time slots), counted in `O(n log T)` without
+/// building it, up to just past `stop`. Every best-fit pass holds one index; the portfolio
+/// runs two passes at once on large problems.
+///
+/// ```
+/// use memo_planner::offsets::best::best_fit_index_bytes;
+/// use memo_planner::{Buffer, Problem};
+/// // Two buffers alive in turn: two time slots, a tree of 4 nodes, and each range added
+/// // to the root's list and to its own leaf's.
+/// let p = Problem::new(vec![Buffer::new("a", 0, 1, 8), Buffer::new("b", 1, 2, 8)]).unwrap();
+/// assert_eq!(best_fit_index_bytes(&p, u64::MAX), 4 * 8 + 2 * 2 * 16);
+/// ```
+pub fn best_fit_index_bytes(problem: &Problem, stop: u64) -> u64 {
+    crate::offsets::placer::index_bytes(problem, stop)
 }
 
 /// The plan of a large problem (see [`portfolio_report`]): `greedy-in-order` if it is

@@ -180,6 +180,29 @@ fn many_conflicting_pairs_make_a_problem_large_without_a_pass() {
     assert_eq!(plan, near_linear(&p, lb, None));
 }
 
+#[test]
+#[cfg_attr(miri, ignore = "thousands of buffers: hours under Miri")]
+fn a_best_fit_index_past_its_memory_makes_a_problem_large_without_a_pass() {
+    let p = dnn_trace(2000, 3);
+    let bytes = best_fit_index_bytes(&p, u64::MAX);
+    let at = |limit| BestOptions {
+        best_fit_memory: Some(limit),
+        ..light()
+    };
+    // At the bound: the first pass runs, as without the option.
+    assert_eq!(
+        portfolio_report(&p, &at(bytes)),
+        portfolio_report(&p, &light())
+    );
+    // Below it: large, no pass, the near-linear plan.
+    let (plan, report) = portfolio_report(&p, &at(bytes - 1));
+    assert_eq!((report.large, report.passes, report.work), (true, 0, 0));
+    let lb = offsets_lower_bound(&p);
+    assert_eq!(plan, near_linear(&p, lb, None));
+    // Counting stops just past its limit.
+    assert!(best_fit_index_bytes(&p, 1 << 10) < bytes);
+}
+
 proptest::proptest! {
     #[test]
     fn conflicting_pairs_counts_the_pairs_alive_together(
