@@ -77,8 +77,7 @@ fn backend_layout(layout: Layout) -> Layout {
 /// pages. Only the block's own pages are advised, so no other memory is backed by huge
 /// pages because of it (advising the 2 MiB pages around smaller blocks too gained
 /// llama2.c's decoder nothing measurable and made candle's ResNet-18 hold 13% more
-/// memory). Advice only: a
-/// kernel without THP refuses it, and the block is used as it is.
+/// memory). Advice only: a kernel without THP refuses it, and the block is used as it is.
 #[inline]
 fn advise_huge(p: *mut u8, size: usize) {
     #[cfg(target_os = "linux")]

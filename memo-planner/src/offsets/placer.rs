@@ -185,7 +185,15 @@ impl GapIndex {
 
     pub(crate) fn insert(&mut self, s: usize, e: usize, r: (u64, u64)) {
         if s < e {
-            self.insert_at(1, 0, self.slots, s, e, r);
+            let (lists, cover, within) = (&mut self.lists, &mut self.cover, &mut self.within);
+            span_lists(1, 0, self.slots, s, e, &mut |node, covered| {
+                let slot = if covered {
+                    &mut cover[node]
+                } else {
+                    &mut within[node]
+                };
+                GapIndex::add(lists, slot, r);
+            });
         }
     }
 
@@ -197,20 +205,6 @@ impl GapIndex {
             lists.push(Vec::new());
         }
         insert_union(&mut lists[*slot as usize], r);
-    }
-
-    fn insert_at(&mut self, node: usize, nl: usize, nr: usize, s: usize, e: usize, r: (u64, u64)) {
-        if e <= nl || nr <= s {
-            return;
-        }
-        if s <= nl && nr <= e {
-            GapIndex::add(&mut self.lists, &mut self.cover[node], r);
-            return;
-        }
-        GapIndex::add(&mut self.lists, &mut self.within[node], r);
-        let mid = (nl + nr) / 2;
-        self.insert_at(2 * node, nl, mid, s, e, r);
-        self.insert_at(2 * node + 1, mid, nr, s, e, r);
     }
 
     /// Appends the ranges of the placed buffers alive in `[s, e)` to `out`, and the bounds
@@ -261,6 +255,30 @@ impl GapIndex {
     }
 }
 
+/// Calls `f(node, covered)` for each list a range alive in slots `[s, e)` joins under
+/// `node`, which spans `[nl, nr)`: `covered` for the canonical nodes tiling the span (their
+/// `cover` lists), not for the nodes above them (their `within` lists).
+fn span_lists(
+    node: usize,
+    nl: usize,
+    nr: usize,
+    s: usize,
+    e: usize,
+    f: &mut impl FnMut(usize, bool),
+) {
+    if e <= nl || nr <= s {
+        return;
+    }
+    if s <= nl && nr <= e {
+        f(node, true);
+        return;
+    }
+    f(node, false);
+    let mid = (nl + nr) / 2;
+    span_lists(2 * node, nl, mid, s, e, f);
+    span_lists(2 * node + 1, mid, nr, s, e, f);
+}
+
 /// An upper bound of the memory (bytes) of the [`GapIndex`] of one best-fit pass over
 /// `problem`, counted without building it: 16 bytes for every list a buffer's range is
 /// added to (before ranges merge) and 8 bytes per tree node. Counting stops once the bound
@@ -280,23 +298,10 @@ pub(crate) fn index_bytes(problem: &Problem, stop: u64) -> u64 {
         }
         let (s, e) = timeline.span(i);
         if s < e {
-            bytes += 16 * lists_of_span(0, slots, s, e);
+            span_lists(1, 0, slots, s, e, &mut |_, _| bytes += 16);
         }
     }
     bytes
-}
-
-/// The lists [`GapIndex::insert_at`] adds a range alive in `[s, e)` to, under the node
-/// spanning `[nl, nr)`.
-fn lists_of_span(nl: usize, nr: usize, s: usize, e: usize) -> u64 {
-    if e <= nl || nr <= s {
-        return 0;
-    }
-    if s <= nl && nr <= e {
-        return 1;
-    }
-    let mid = (nl + nr) / 2;
-    1 + lists_of_span(nl, mid, s, e) + lists_of_span(mid, nr, s, e)
 }
 
 /// Merges two sorted slices, appending to `out` (ties: `a`'s first).

@@ -164,20 +164,23 @@ fn a_pass_past_its_work_limit_leaves_the_near_linear_heuristics() {
 fn many_conflicting_pairs_make_a_problem_large_without_a_pass() {
     let p = dnn_trace(2000, 3);
     let pairs = conflicting_pairs(&p, u64::MAX);
-    let at = |limit| BestOptions {
+    large_below(&p, pairs, |limit| BestOptions {
         large_pairs: Some(limit),
         ..light()
-    };
-    // At the pair count: the first pass runs, as without the option.
+    });
+}
+
+/// With `at(bound)` the portfolio runs its first pass, as without the option; with
+/// `at(bound - 1)` the problem is large: no pass, the near-linear plan.
+fn large_below(p: &Problem, bound: u64, at: impl Fn(u64) -> BestOptions) {
     assert_eq!(
-        portfolio_report(&p, &at(pairs)),
-        portfolio_report(&p, &light())
+        portfolio_report(p, &at(bound)),
+        portfolio_report(p, &light())
     );
-    // Below it: large, no pass, the near-linear plan.
-    let (plan, report) = portfolio_report(&p, &at(pairs - 1));
+    let (plan, report) = portfolio_report(p, &at(bound - 1));
     assert_eq!((report.large, report.passes, report.work), (true, 0, 0));
-    let lb = offsets_lower_bound(&p);
-    assert_eq!(plan, near_linear(&p, lb, None));
+    let lb = offsets_lower_bound(p);
+    assert_eq!(plan, near_linear(p, lb, None));
 }
 
 #[test]
@@ -185,20 +188,10 @@ fn many_conflicting_pairs_make_a_problem_large_without_a_pass() {
 fn a_best_fit_index_past_its_memory_makes_a_problem_large_without_a_pass() {
     let p = dnn_trace(2000, 3);
     let bytes = best_fit_index_bytes(&p, u64::MAX);
-    let at = |limit| BestOptions {
+    large_below(&p, bytes, |limit| BestOptions {
         best_fit_memory: Some(limit),
         ..light()
-    };
-    // At the bound: the first pass runs, as without the option.
-    assert_eq!(
-        portfolio_report(&p, &at(bytes)),
-        portfolio_report(&p, &light())
-    );
-    // Below it: large, no pass, the near-linear plan.
-    let (plan, report) = portfolio_report(&p, &at(bytes - 1));
-    assert_eq!((report.large, report.passes, report.work), (true, 0, 0));
-    let lb = offsets_lower_bound(&p);
-    assert_eq!(plan, near_linear(&p, lb, None));
+    });
     // Counting stops just past its limit.
     assert!(best_fit_index_bytes(&p, 1 << 10) < bytes);
 }
