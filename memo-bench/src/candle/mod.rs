@@ -6,6 +6,13 @@
 //! run on rayon's global pool, whose size is candle's and rayon's default (the number of
 //! CPUs, or `RAYON_NUM_THREADS`). Those pool threads allocate on the pass's behalf;
 //! [`crate::pass_count`] counts them.
+//!
+//! candle 0.11 asks for its thread count at every op ([`candle_core::utils::get_num_threads`]),
+//! and without `RAYON_NUM_THREADS` it finds the machine's cores anew each time (on Linux by
+//! reading the CPU mask and `/proc/cpuinfo`): on MobileNetV4-small at 1 thread that took about
+//! three quarters of a forward pass, the same under every allocator. So the harness starts
+//! each engine cell with `RAYON_NUM_THREADS` set to the count candle would find
+//! ([`child_env`]): the same threading, and the model's own work left to measure.
 
 pub mod decoder;
 pub mod models;
@@ -15,6 +22,21 @@ use candle_core::{DType, Tensor};
 
 use crate::workloads::candle::CandleSpec;
 use models::{Input, Model};
+
+/// The environment variable and value an engine cell's child runs with: `RAYON_NUM_THREADS`
+/// set to candle's default thread count (its physical cores), or `None` when the caller set
+/// `RAYON_NUM_THREADS` (the child inherits it). Found once per process.
+///
+/// On a machine with several hardware threads per core, rayon's own pools (sized by default
+/// by hardware threads) then have one thread per core, as candle's do.
+pub fn child_env() -> Option<(&'static str, String)> {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return None;
+    }
+    let n = *THREADS.get_or_init(candle_core::utils::get_num_threads);
+    Some(("RAYON_NUM_THREADS", n.to_string()))
+}
 
 /// A loaded model and its spec (built once per cell, shared by the request threads).
 pub struct Engine {
@@ -81,6 +103,19 @@ mod tests {
         };
         spec.steps = spec.steps.min(3);
         spec
+    }
+
+    #[test]
+    fn an_engine_cell_names_candles_thread_count_unless_the_caller_did() {
+        let env = crate::harness::engine_env("candle:resnet18");
+        if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+            assert_eq!(env, None);
+        } else {
+            let n = candle_core::utils::get_num_threads();
+            assert_eq!(env, Some(("RAYON_NUM_THREADS", n.to_string())));
+        }
+        assert_eq!(crate::harness::engine_env("resnet50"), None);
+        assert_eq!(crate::harness::engine_env("lengths"), None);
     }
 
     #[test]

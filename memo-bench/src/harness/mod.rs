@@ -28,6 +28,18 @@ pub fn memo_env(allocator: Allocator) -> Option<(&'static str, &'static str)> {
     (allocator == Allocator::MemoSlots).then_some(("MEMO_LANES", "0"))
 }
 
+/// Environment a child running `workload` needs for its engine: candle's thread count (see
+/// [`crate::candle::child_env`]) for a candle model, none for the others or without the
+/// `engine` feature.
+pub fn engine_env(workload: &str) -> Option<(&'static str, String)> {
+    #[cfg(feature = "engine")]
+    if let Ok(crate::workloads::Spec::Candle(_)) = crate::workloads::Spec::parse(workload) {
+        return crate::candle::child_env();
+    }
+    let _ = workload;
+    None
+}
+
 /// What one child runs.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CellSpec {

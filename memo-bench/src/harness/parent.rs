@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{jemalloc_conf, memo_env, CellResult, CellSpec};
+use super::{engine_env, jemalloc_conf, memo_env, CellResult, CellSpec};
 use crate::alloc::{Allocator, ALLOCATOR_ENV};
 use crate::stats::{shuffle, Rng};
 
@@ -149,6 +149,9 @@ pub fn spawn(
         cmd.env(k, v);
     }
     if let Some((k, v)) = memo_env(allocator) {
+        cmd.env(k, v);
+    }
+    if let Some((k, v)) = engine_env(&spec.workload) {
         cmd.env(k, v);
     }
     if let Some(d) = trace_dir {
