@@ -34,8 +34,8 @@ pub fn plan_offsets(
 }
 
 /// As [`plan_offsets`], with the step of the allocator's budget that made the plan:
-/// `"named"` (a strategy other than `best`), `"sweep"`, `"by-size"`, `"portfolio"` or
-/// `"exact"` (see `offsets.rs`).
+/// `"named"` (a strategy other than `best`), `"sweep"`, `"by-size"`, `"strip-packing"`,
+/// `"portfolio"` or `"exact"` (see `offsets.rs`).
 pub fn plan_offsets_routed(
     strategy: memo_planner::OffsetStrategy,
     problem: &memo_planner::Problem,
@@ -46,6 +46,7 @@ pub fn plan_offsets_routed(
         Route::Named => "named",
         Route::Sweep => "sweep",
         Route::BySize => "by-size",
+        Route::StripPacking => "strip-packing",
         Route::Portfolio => "portfolio",
         Route::Exact => "exact",
     };

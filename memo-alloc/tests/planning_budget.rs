@@ -173,6 +173,56 @@ fn a_pass_best_fit_by_size_plans_at_the_bound_skips_the_portfolio() {
     );
 }
 
+/// A pass of `stages` stages of a convolutional network's wide activations: in each,
+/// five outputs of one size and two of sizes 1% and 2% larger (channel counts padded
+/// differently), each alive across the next one's start, the last three together (the
+/// stage's lower bound). Both greedy passes stack a smaller output above a larger one
+/// and land about a third above the bound; strip-packing plans it at the bound. A
+/// recording of candle's EfficientNet-B0 (33,000 buffers) holds such stages.
+fn wide_stages(stages: u64) -> Problem {
+    const LIVES: [(u64, u64, u64); 7] = [
+        (0, 76, 4096),
+        (43, 71, 4096),
+        (56, 104, 4096),
+        (88, 99, 4096),
+        (94, 213, 4096),
+        (116, 203, 4160),
+        (133, 193, 4224),
+    ];
+    let mut buffers = Vec::new();
+    for s in 0..stages {
+        let t = 300 * s;
+        for (i, &(lower, upper, size)) in LIVES.iter().enumerate() {
+            let b = Buffer::new(format!("s{s}b{i}"), t + lower, t + upper, size);
+            buffers.push(b.with_align(64));
+        }
+    }
+    Problem::new(buffers).expect("a valid problem")
+}
+
+/// A pass both greedy passes plan far above the bound and strip-packing plans at it is
+/// planned by strip-packing, not the portfolio (twice its time and memory on
+/// EfficientNet-B0's recording, while the key's passes run on the backend).
+#[test]
+fn a_pass_strip_packing_plans_at_the_bound_skips_the_portfolio() {
+    let _one = one_at_a_time();
+    let p = wide_stages(100);
+    let lb = offsets_lower_bound(&p);
+    for greedy in [OffsetStrategy::GreedyInOrder, OffsetStrategy::GreedyBySize] {
+        let h = greedy.plan(&p).height(&p);
+        assert!(
+            h > lb + lb / 10,
+            "the fixture: {greedy:?} lands far above the bound ({h} vs {lb})"
+        );
+    }
+    let (plan, route) = memo_alloc::testing::plan_offsets_routed(OffsetStrategy::Best, &p);
+    assert_eq!(validate_offsets(&p, &plan), Ok(lb));
+    assert_eq!(route, "strip-packing");
+    let (_, route) =
+        memo_alloc::testing::plan_offsets_routed(OffsetStrategy::Best, &fragmenting(100));
+    assert_eq!(route, "by-size", "a pass by size at the bound comes first");
+}
+
 /// A long pass of short-lived buffers, as a model's operators make them one after another:
 /// `n` buffers of 257 B to 4 KiB, each freed once 64 later ones were allocated, and a
 /// 1 MiB buffer every 1,000 allocations that lives for 4,000. Their address ranges seldom
@@ -209,7 +259,7 @@ fn sliding_window(n: usize) -> Problem {
 }
 
 /// Such a pass is planned without best-fit passes (a pass by size took 40 MB over 60,000
-/// buffers here, the portfolio's two at once more), by the near-linear heuristics.
+/// buffers here, the portfolio's two at once more), by strip-packing.
 #[test]
 fn a_long_pass_of_short_lived_buffers_is_planned_without_best_fit_indexes() {
     let _one = one_at_a_time();
@@ -219,7 +269,7 @@ fn a_long_pass_of_short_lived_buffers_is_planned_without_best_fit_indexes() {
     let h = validate_offsets(&p, &plan).expect("a valid plan");
     let lb = offsets_lower_bound(&p);
     eprintln!("height {h} (lower bound {lb}), route {route}, peak {peak} bytes of planning");
-    assert_eq!(route, "portfolio");
+    assert_eq!(route, "strip-packing");
     assert!(
         peak < 24 << 20,
         "planning {} buffers took {peak} bytes at its peak",
