@@ -21,6 +21,17 @@
 //! huge pages and ran 20-25% faster than memo on jemalloc, which held none; with the
 //! advice memo holds 70 MiB in huge pages, and mimalloc's lead is 7-12%).
 //!
+//! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass
+//! (a model's weight matrices, loaded at startup: llama2.c's are 0.3-0.8 MiB) have the
+//! 2 MiB pages they touch advised too. jemalloc places such blocks side by side, so those
+//! pages hold mostly other weights, which every pass reads: memo-bench's llama2.c decoder
+//! run a pass per token went from 0.80x mimalloc's speed to level with it, for 0.4-1.9 MiB
+//! more resident on candle's models (the advised pages' unused rest, filled by the kernel
+//! as one huge page). Once a pass has run, such blocks are a program's working memory,
+//! freed and made again, and are not advised: advising around them at any time made
+//! candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`] without ever
+//! running a pass has all its blocks of that size advised so.
+//!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
 //! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
 //! block itself.
@@ -30,6 +41,10 @@ use std::alloc::{GlobalAlloc, Layout};
 /// Requests of at least this many bytes are large in jemalloc (its smallest large size
 /// class with 4 KiB pages); they are page-aligned.
 pub const LARGE: usize = 16 << 10;
+/// Requests of at least this many bytes (and below [`HUGE`]) made before the process's
+/// first pass have the huge pages they touch advised for THP (see the module
+/// documentation).
+pub const STARTUP_HUGE: usize = 256 << 10;
 /// The alignment asked for large requests (jemalloc skips its random offset from a page on).
 const PAGE: usize = 4 << 10;
 /// Requests of at least this many bytes (a transparent huge page) start on a multiple of
@@ -75,9 +90,8 @@ fn backend_layout(layout: Layout) -> Layout {
 /// Advises the whole huge pages of a block of `size` bytes at `p` (returned for a layout
 /// of [`backend_layout`], so huge-page-aligned when `size >= HUGE`) for transparent huge
 /// pages. Only the block's own pages are advised, so no other memory is backed by huge
-/// pages because of it (advising the 2 MiB pages around smaller blocks too gained
-/// llama2.c's decoder nothing measurable and made candle's ResNet-18 hold 13% more
-/// memory). Advice only: a kernel without THP refuses it, and the block is used as it is.
+/// pages because of it. Advice only: a kernel without THP refuses it, and the block is
+/// used as it is.
 #[inline]
 fn advise_huge(p: *mut u8, size: usize) {
     #[cfg(target_os = "linux")]
@@ -92,6 +106,33 @@ fn advise_huge(p: *mut u8, size: usize) {
     let _ = (p, size);
 }
 
+/// Advises the huge pages a block of `size` bytes at `p` touches for transparent huge
+/// pages when it is of [`STARTUP_HUGE`] bytes up to [`HUGE`] and no pass has started (see
+/// the module documentation). Advice only, as [`advise_huge`]'s.
+#[inline]
+fn advise_startup(p: *mut u8, size: usize) {
+    #[cfg(target_os = "linux")]
+    if (STARTUP_HUGE..HUGE).contains(&size) && !p.is_null() && !crate::pass::fork::started() {
+        let start = p as usize & !(HUGE - 1);
+        let end = (p as usize + size).next_multiple_of(HUGE);
+        debug_assert!(start <= p as usize && p as usize + size <= end);
+        // SAFETY: advice only: it changes how the kernel backs the range's anonymous pages,
+        // never their contents or access, so it is harmless to the memory around the
+        // caller's block (jemalloc's other blocks, or none: the kernel skips what is not
+        // mapped and the call then fails, which changes nothing).
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, size);
+}
+
+/// The advice a block of `size` bytes at `p` gets: [`advise_huge`] and [`advise_startup`].
+#[inline]
+fn advise(p: *mut u8, size: usize) {
+    advise_huge(p, size);
+    advise_startup(p, size);
+}
+
 // SAFETY: every call forwards to tikv-jemallocator with the layout `backend_layout` maps
 // the caller's to, the same mapping for a block's allocation and its release, so jemalloc
 // receives each block back with the layout it returned it for; the mapped layout has the
@@ -101,7 +142,7 @@ unsafe impl GlobalAlloc for Jemalloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded; the mapped layout has the caller's nonzero size.
         let p = unsafe { tikv_jemallocator::Jemalloc.alloc(backend_layout(layout)) };
-        advise_huge(p, layout.size());
+        advise(p, layout.size());
         p
     }
 
@@ -109,7 +150,7 @@ unsafe impl GlobalAlloc for Jemalloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as `alloc`.
         let p = unsafe { tikv_jemallocator::Jemalloc.alloc_zeroed(backend_layout(layout)) };
-        advise_huge(p, layout.size());
+        advise(p, layout.size());
         p
     }
 
@@ -129,7 +170,7 @@ unsafe impl GlobalAlloc for Jemalloc {
         if new.align() == old.align() {
             // SAFETY: `ptr` was allocated with `old`; `new_size` is valid at its alignment.
             let p = unsafe { tikv_jemallocator::Jemalloc.realloc(ptr, old, new_size) };
-            advise_huge(p, new_size);
+            advise(p, new_size);
             return p;
         }
         // Across `LARGE` or `HUGE`: the mapped alignments differ, so the block moves.
@@ -137,7 +178,7 @@ unsafe impl GlobalAlloc for Jemalloc {
         // smaller of their sizes), and do not overlap (the new one is live beside the old).
         unsafe {
             let moved = tikv_jemallocator::Jemalloc.alloc(new);
-            advise_huge(moved, new_size);
+            advise(moved, new_size);
             if !moved.is_null() {
                 std::ptr::copy_nonoverlapping(ptr, moved, layout.size().min(new_size));
                 tikv_jemallocator::Jemalloc.dealloc(ptr, old);

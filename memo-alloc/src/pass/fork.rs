@@ -33,6 +33,11 @@ static READY: plain::AtomicBool = plain::AtomicBool::new(false);
 /// This process is a child forked before the setup finished: passes run on the backend.
 static DISABLED: plain::AtomicBool = plain::AtomicBool::new(false);
 
+/// Whether a pass has started in this process (the first pass's setup ran).
+pub(crate) fn started() -> bool {
+    READY.load(Ordering::Relaxed)
+}
+
 /// Runs the setup once (with the re-entrancy guard set by the caller).
 ///
 /// The fork handlers are registered first, and plans loaded only after, so a `fork` while
