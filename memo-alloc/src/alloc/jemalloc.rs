@@ -21,11 +21,11 @@
 //! huge pages and ran 20-25% faster than memo on jemalloc, which held none; with the
 //! advice memo holds 70 MiB in huge pages, and mimalloc's lead is 7-12%).
 //!
-//! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass
-//! (a model's weight matrices, loaded at startup: llama2.c's are 0.3-0.8 MiB) have the
-//! 2 MiB pages they touch advised too. jemalloc places such blocks side by side, so those
-//! pages hold mostly other weights, which every pass reads: memo-bench's llama2.c decoder
-//! run a pass per token went from 0.80x mimalloc's speed to level with it, for 0.4-1.9 MiB
+//! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass (a
+//! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.8 MiB) have the 2 MiB
+//! pages they touch advised too. jemalloc places such blocks side by side, so those pages
+//! hold mostly other weights, which every pass reads: memo-bench's llama2.c decoder run a
+//! pass per token at 1 thread went from 0.78x mimalloc's speed to 0.95x, for 1.4-5.2 MiB
 //! more resident on candle's models (the advised pages' unused rest, filled by the kernel
 //! as one huge page). Once a pass has run, such blocks are a program's working memory,
 //! freed and made again, and are not advised: advising around them at any time made
