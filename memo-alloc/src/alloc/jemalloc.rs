@@ -22,7 +22,7 @@
 //! advice memo holds 70 MiB in huge pages, and mimalloc's lead is 7-12%).
 //!
 //! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass (a
-//! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.8 MiB) have the 2 MiB
+//! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.9 MiB) have the 2 MiB
 //! pages they touch advised too. jemalloc places such blocks side by side, so those pages
 //! hold mostly other weights, which every pass reads: memo-bench's llama2.c decoder run a
 //! pass per token at 1 thread went from 0.78x mimalloc's speed to 0.95x, for 1.4-5.2 MiB

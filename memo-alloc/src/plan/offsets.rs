@@ -20,7 +20,7 @@
 //!    both greedy passes stay a tenth or more above the bound (a network's wide
 //!    activations of three sizes 1% apart, each alive across the next one's start:
 //!    candle's EfficientNet-B0, 33,000 buffers, 1.12x and 1.24x), it often plans at the
-//!    bound in a quarter of the portfolio's time and a third of its memory;
+//!    bound in half the portfolio's time and less than half its memory;
 //! 4. otherwise the portfolio without its inner exact step (heuristics and iterated
 //!    greedy), then the exact search only on instances of at most [`EXACT_MAX_BUFFERS`]
 //!    buffers whose plan is more than [`GAP_PER_MILLE`] per mille above the lower bound,

@@ -29,7 +29,7 @@ pub fn memo_env(allocator: Allocator) -> Option<(&'static str, &'static str)> {
 }
 
 /// Environment a child running `workload` needs for its engine: candle's thread count (see
-/// [`crate::candle::child_env`]) for a candle model, none for the others or without the
+/// `candle::child_env`, feature `engine`) for a candle model, none for the others or without the
 /// `engine` feature.
 pub fn engine_env(workload: &str) -> Option<(&'static str, String)> {
     #[cfg(feature = "engine")]
