@@ -1,7 +1,7 @@
-//! memo's jemalloc backend advises the 2 MiB pages around a block of 256 KiB to 2 MiB for
-//! transparent huge pages only before the process's first pass (a model's weights, loaded
-//! at startup), and not once a pass has run (a program's working memory). Its own process:
-//! no pass may run before the test's first block.
+//! memo's jemalloc backend advises a 2 MiB page for transparent huge pages once blocks of
+//! 256 KiB to 2 MiB made before the process's first pass (a model's weights, loaded at
+//! startup) cover half of it, and counts no block made once a pass has run (a program's
+//! working memory). Its own process: no pass may run before the test's first block.
 
 #![cfg(target_os = "linux")]
 
@@ -44,45 +44,67 @@ fn disjoint(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
 }
 
 #[test]
-fn blocks_made_before_the_first_pass_are_advised_for_huge_pages_and_later_ones_are_not() {
+fn pages_half_covered_by_blocks_made_before_the_first_pass_are_advised_and_no_others() {
     if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
         return; // a kernel without THP refuses the advice
     }
     let a = memo_alloc::Jemalloc;
-    let layout = Layout::from_size_align(512 << 10, 8).unwrap();
+    let layout = Layout::from_size_align(768 << 10, 8).unwrap();
     // SAFETY: every block is freed once, with its layout.
     unsafe {
-        let before = a.alloc(layout);
-        assert!(!before.is_null());
-        assert!(advised(before), "{}", vm_flags(before));
-        assert!(advised(before.add(layout.size() - 1)));
-        let small = Layout::from_size_align(200 << 10, 8).unwrap();
-        let below = a.alloc(small);
-        let first = huge_pages(before, layout.size());
-        if disjoint(&huge_pages(below, small.size()), &first) {
-            assert!(
-                !advised(below),
-                "a block below the bound: {}",
-                vm_flags(below)
-            );
+        // A model's weights: 6 MiB in blocks of 768 KiB, side by side in jemalloc's memory.
+        let weights: Vec<*mut u8> = (0..8).map(|_| a.alloc(layout)).collect();
+        let mut covered = std::collections::BTreeMap::<usize, (usize, *mut u8)>::new();
+        for &p in &weights {
+            assert!(!p.is_null());
+            let (start, end) = (p as usize, p as usize + layout.size());
+            for page in huge_pages(p, layout.size()).step_by(HUGE) {
+                let bytes = end.min(page + HUGE) - start.max(page);
+                let at = start.max(page) as *mut u8;
+                covered.entry(page).or_insert((0, at)).0 += bytes;
+            }
         }
+        let mut half = 0;
+        for (&page, &(bytes, at)) in &covered {
+            if bytes >= HUGE / 2 {
+                half += 1;
+                assert!(
+                    advised(at),
+                    "page {page:#x}, {bytes} B of weights: {}",
+                    vm_flags(at)
+                );
+            } else {
+                assert!(
+                    !advised(at),
+                    "page {page:#x}, {bytes} B of weights: {}",
+                    vm_flags(at)
+                );
+            }
+        }
+        assert!(half > 0, "6 MiB of weights fill half of some 2 MiB page");
+        let first: Vec<std::ops::Range<usize>> = weights
+            .iter()
+            .map(|&p| huge_pages(p, layout.size()))
+            .collect();
         drop(memo_alloc::pass("startup"));
-        // Blocks made after the pass: those in 2 MiB pages the first block did not touch
-        // are not advised (16 of them span 8 MiB: most lie elsewhere).
+        // Blocks made after the pass: those in 2 MiB pages no weight touched are not
+        // advised, however many there are.
         let after: Vec<*mut u8> = (0..16).map(|_| a.alloc(layout)).collect();
         let elsewhere: Vec<*mut u8> = after
             .iter()
             .copied()
-            .filter(|&p| disjoint(&huge_pages(p, layout.size()), &first))
+            .filter(|&p| {
+                first
+                    .iter()
+                    .all(|r| disjoint(&huge_pages(p, layout.size()), r))
+            })
             .collect();
         assert!(!elsewhere.is_empty());
         for &p in &elsewhere {
             assert!(!advised(p), "a block after the first pass: {}", vm_flags(p));
         }
-        for p in after {
+        for p in after.into_iter().chain(weights) {
             a.dealloc(p, layout);
         }
-        a.dealloc(below, small);
-        a.dealloc(before, layout);
     }
 }

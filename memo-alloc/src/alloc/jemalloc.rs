@@ -22,15 +22,18 @@
 //! advice memo holds 70 MiB in huge pages, and mimalloc's lead is 7-12%).
 //!
 //! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass (a
-//! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.9 MiB) have the 2 MiB
-//! pages they touch advised too. jemalloc places such blocks side by side, so those pages
-//! hold mostly other weights, which every pass reads: memo-bench's llama2.c decoder run a
-//! pass per token at 1 thread went from 0.78x mimalloc's speed to 0.95x, for 1.4-5.2 MiB
-//! more resident on candle's models (the advised pages' unused rest, filled by the kernel
-//! as one huge page). Once a pass has run, such blocks are a program's working memory,
-//! freed and made again, and are not advised: advising around them at any time made
-//! candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`] without ever
-//! running a pass has all its blocks of that size advised so.
+//! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.9 MiB) are counted
+//! toward the 2 MiB pages they touch, and a page is advised once such blocks cover half of
+//! it (`startup_pages.rs`). jemalloc places such blocks side by side, so those pages hold
+//! mostly weights, which every pass reads: memo-bench's llama2.c decoder run a pass per
+//! token at 1 thread went from 0.78x mimalloc's speed to 0.95x. The half rule keeps pages
+//! that hold one such block among free or small ones on 4 KiB pages: advising every page
+//! such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the
+//! advised pages' unused rest, filled by the kernel as one huge page). Once a pass has
+//! run, such blocks are a program's working memory, freed and made again, and are not
+//! advised: advising around them at any time made candle's ResNet-18 hold 13% more
+//! memory. A program that uses [`Jemalloc`] without ever running a pass has all its
+//! blocks of that size counted so.
 //!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
 //! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
@@ -106,21 +109,27 @@ fn advise_huge(p: *mut u8, size: usize) {
     let _ = (p, size);
 }
 
-/// Advises the huge pages a block of `size` bytes at `p` touches for transparent huge
-/// pages when it is of [`STARTUP_HUGE`] bytes up to [`HUGE`] and no pass has started (see
-/// the module documentation). Advice only, as [`advise_huge`]'s.
+/// Counts a block of `size` bytes at `p` toward the 2 MiB pages it touches when it is of
+/// [`STARTUP_HUGE`] bytes up to [`HUGE`] and no pass has started, and advises each page
+/// that such blocks now cover half of for transparent huge pages (see the module
+/// documentation). Advice only, as [`advise_huge`]'s.
 #[inline]
 fn advise_startup(p: *mut u8, size: usize) {
     #[cfg(target_os = "linux")]
     if (STARTUP_HUGE..HUGE).contains(&size) && !p.is_null() && !crate::pass::fork::started() {
-        let start = p as usize & !(HUGE - 1);
-        let end = (p as usize + size).next_multiple_of(HUGE);
-        debug_assert!(start <= p as usize && p as usize + size <= end);
-        // SAFETY: advice only: it changes how the kernel backs the range's anonymous pages,
-        // never their contents or access, so it is harmless to the memory around the
-        // caller's block (jemalloc's other blocks, or none: the kernel skips what is not
-        // mapped and the call then fails, which changes nothing).
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        let (start, end) = (p as usize, p as usize + size);
+        let mut page = start & !(HUGE - 1);
+        while page < end {
+            let covered = end.min(page + HUGE) - start.max(page);
+            if super::startup_pages::cover(page / HUGE, covered, HUGE / 2) {
+                // SAFETY: advice only: it changes how the kernel backs the page's anonymous
+                // memory, never its contents or access, so it is harmless to the memory
+                // around the caller's block (jemalloc's other blocks, or none: the kernel
+                // skips what is not mapped and the call then fails, which changes nothing).
+                unsafe { libc::madvise(page as *mut libc::c_void, HUGE, libc::MADV_HUGEPAGE) };
+            }
+            page += HUGE;
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (p, size);

@@ -17,6 +17,8 @@ mod jemalloc;
 mod observed;
 mod own;
 mod profiled;
+#[cfg(feature = "jemalloc")]
+mod startup_pages;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
