@@ -26,10 +26,11 @@
 //! toward the 2 MiB pages they touch, and a page is advised once such blocks cover half of
 //! it (`startup_pages.rs`). jemalloc places such blocks side by side, so those pages hold
 //! mostly weights, which every pass reads: memo-bench's llama2.c decoder run a pass per
-//! token at 1 thread went from 0.78x mimalloc's speed to 0.95x. The half rule keeps pages
+//! token went from 0.70-0.87x mimalloc's speed to 0.81-1.08x. The half rule keeps pages
 //! that hold one such block among free or small ones on 4 KiB pages: advising every page
 //! such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the
-//! advised pages' unused rest, filled by the kernel as one huge page). Once a pass has
+//! advised pages' unused rest, filled by the kernel as one huge page), the half rule
+//! 1.0-2.3 MiB (EfficientNet-B0 the most). Once a pass has
 //! run, such blocks are a program's working memory, freed and made again, and are not
 //! advised: advising around them at any time made candle's ResNet-18 hold 13% more
 //! memory. A program that uses [`Jemalloc`] without ever running a pass has all its
