@@ -28,13 +28,12 @@
 //! mostly weights, which every pass reads: memo-bench's llama2.c decoder run a pass per
 //! token went from 0.70-0.87x mimalloc's speed to 0.81-1.08x. The half rule keeps pages
 //! that hold one such block among free or small ones on 4 KiB pages: advising every page
-//! such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the
-//! advised pages' unused rest, filled by the kernel as one huge page), the half rule
-//! 1.0-2.3 MiB (EfficientNet-B0 the most). Once a pass has
-//! run, such blocks are a program's working memory, freed and made again, and are not
-//! advised: advising around them at any time made candle's ResNet-18 hold 13% more
-//! memory. A program that uses [`Jemalloc`] without ever running a pass has all its
-//! blocks of that size counted so.
+//! such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the advised
+//! pages' unused rest, filled by the kernel as one huge page), the half rule 1.0-2.3 MiB
+//! (EfficientNet-B0 the most). Once a pass has run, such blocks are a program's working
+//! memory, freed and made again, and are not advised: advising around them at any time made
+//! candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`] without ever
+//! running a pass has all its blocks of that size counted so.
 //!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
 //! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
@@ -46,8 +45,8 @@ use std::alloc::{GlobalAlloc, Layout};
 /// class with 4 KiB pages); they are page-aligned.
 pub const LARGE: usize = 16 << 10;
 /// Requests of at least this many bytes (and below [`HUGE`]) made before the process's
-/// first pass have the huge pages they touch advised for THP (see the module
-/// documentation).
+/// first pass count toward the huge pages they touch, which are advised for THP once such
+/// requests cover half of them (see the module documentation).
 pub const STARTUP_HUGE: usize = 256 << 10;
 /// The alignment asked for large requests (jemalloc skips its random offset from a page on).
 const PAGE: usize = 4 << 10;
