@@ -53,6 +53,28 @@ pub fn plan_offsets_routed(
     (plan, name)
 }
 
+/// The `VmFlags` line of the mapping holding `p`, from `/proc/self/smaps` (`hg`: advised
+/// for transparent huge pages); panics when no mapping holds `p`.
+#[cfg(target_os = "linux")]
+pub fn vm_flags(p: *const u8) -> String {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = range.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&(p as usize));
+                continue;
+            }
+        }
+        if inside && line.starts_with("VmFlags:") {
+            return line.to_string();
+        }
+    }
+    panic!("no mapping holds {p:?}");
+}
+
 /// Whether `p` is one of the region's own blocks (see `own_blocks.rs`): the allocator's
 /// own large buffers, and the large blocks of profiled and interim passes.
 pub fn is_own_block(p: *const u8) -> bool {

@@ -7,28 +7,10 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
+use memo_alloc::testing::vm_flags;
+
 /// Bytes of a transparent huge page.
 const HUGE: usize = 2 << 20;
-
-/// The `VmFlags` of the mapping holding `p`, from `/proc/self/smaps`.
-fn vm_flags(p: *mut u8) -> String {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut inside = false;
-    for line in smaps.lines() {
-        let range = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, hi)) = range.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = (lo..hi).contains(&(p as usize));
-                continue;
-            }
-        }
-        if inside && line.starts_with("VmFlags:") {
-            return line.to_string();
-        }
-    }
-    panic!("no mapping holds {p:?}");
-}
 
 fn advised(p: *mut u8) -> bool {
     vm_flags(p).split_whitespace().any(|f| f == "hg")

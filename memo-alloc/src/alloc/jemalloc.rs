@@ -226,28 +226,6 @@ mod tests {
         assert_eq!(backend_layout(big_aligned), big_aligned);
     }
 
-    /// The `VmFlags` of the mapping holding `p`, from `/proc/self/smaps`.
-    #[cfg(target_os = "linux")]
-    fn vm_flags(p: *mut u8) -> String {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let range = line.split_whitespace().next().unwrap_or("");
-            if let Some((lo, hi)) = range.split_once('-') {
-                if let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                {
-                    inside = (lo..hi).contains(&(p as usize));
-                    continue;
-                }
-            }
-            if inside && line.starts_with("VmFlags:") {
-                return line.to_string();
-            }
-        }
-        panic!("no mapping holds {p:?}");
-    }
-
     #[test]
     #[cfg(target_os = "linux")]
     fn huge_blocks_start_on_a_huge_page_and_are_advised_for_huge_pages() {
@@ -261,7 +239,7 @@ mod tests {
             p.write_bytes(1, layout.size());
             // A kernel built without THP refuses the advice (and has no such directory).
             if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
-                let flags = vm_flags(p);
+                let flags = crate::testing::vm_flags(p);
                 assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
             }
             // Grown across the bound, the block moves to a huge page, its bytes kept.
