@@ -89,6 +89,12 @@ pub fn retired_resident_bytes() -> u64 {
     })
 }
 
+/// Returns every idle slab block to the OS (`stats().idle_blocks` becomes 0), so that a
+/// test of how passes share blocks starts from none, whatever ran before it.
+pub fn release_idle_blocks() {
+    crate::support::thread::with_bookkeeping(crate::memory::blocks::release_idle)
+}
+
 /// Makes slab block takes fail as if the region were exhausted: after `n` more succeed,
 /// every one fails; `None` stops failing.
 pub fn fail_block_takes_after(n: Option<u32>) {
