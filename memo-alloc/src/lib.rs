@@ -149,8 +149,11 @@
 //! slab that replays it: glibc's heaps are trimmed (`malloc_trim`), and over
 //! [`MemoAlloc::jemalloc`] every jemalloc arena is purged (`arena.<all>.purge`; jemalloc
 //! would otherwise keep them as dirty pages for its 10 s decay) when the key's first plan
-//! is published (not after a re-profile, whose passes ran on slabs). A backend given to
-//! [`MemoAlloc::new`] other than glibc keeps its free memory as it would.
+//! is published (not after a re-profile, whose passes ran on slabs); the purge returns the
+//! free ranges inside the 2 MiB pages that a model's weights fill (the huge pages of
+//! `Jemalloc`) page by page, which splits them, so they are collapsed into huge pages
+//! again (`MADV_COLLAPSE`, Linux 6.1 and later). A backend given to [`MemoAlloc::new`]
+//! other than glibc keeps its free memory as it would.
 //!
 //! The slabs, the region, lanes and replay are the same over every backend. The crate's
 //! integration tests run over each (`MEMO_TEST_BACKEND=jemalloc cargo test -p memo-alloc`,

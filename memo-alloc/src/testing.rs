@@ -57,22 +57,39 @@ pub fn plan_offsets_routed(
 /// for transparent huge pages); panics when no mapping holds `p`.
 #[cfg(target_os = "linux")]
 pub fn vm_flags(p: *const u8) -> String {
+    let entry = smaps_entry(p);
+    let flags = entry.lines().find(|l| l.starts_with("VmFlags:"));
+    flags.expect("an smaps entry has VmFlags").to_string()
+}
+
+/// The entry of `/proc/self/smaps` for the mapping holding `p`: its header line (the
+/// address range first) and its fields (`AnonHugePages:`, say), one per line; panics when
+/// no mapping holds `p`.
+#[cfg(target_os = "linux")]
+pub fn smaps_entry(p: *const u8) -> String {
     let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
-    let mut inside = false;
+    let mut entry: Option<String> = None;
     for line in smaps.lines() {
         let range = line.split_whitespace().next().unwrap_or("");
         if let Some((lo, hi)) = range.split_once('-') {
             if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
             {
-                inside = (lo..hi).contains(&(p as usize));
-                continue;
+                if entry.is_some() {
+                    break;
+                }
+                if (lo..hi).contains(&(p as usize)) {
+                    entry = Some(String::new());
+                } else {
+                    continue;
+                }
             }
         }
-        if inside && line.starts_with("VmFlags:") {
-            return line.to_string();
+        if let Some(e) = entry.as_mut() {
+            e.push_str(line);
+            e.push('\n');
         }
     }
-    panic!("no mapping holds {p:?}");
+    entry.unwrap_or_else(|| panic!("no mapping holds {p:?}"))
 }
 
 /// Whether `p` is one of the region's own blocks (see `own_blocks.rs`): the allocator's

@@ -24,22 +24,30 @@
 //! Blocks of [`STARTUP_HUGE`] bytes up to [`HUGE`] made before the process's first pass (a
 //! model's weight matrices, loaded at startup: llama2.c's are 0.3-0.9 MiB) are counted
 //! toward the 2 MiB pages they touch, and a page is advised once such blocks cover half of
-//! it (`startup_pages.rs`). jemalloc places such blocks side by side, so those pages hold
-//! mostly weights, which every pass reads: memo-bench's llama2.c decoder run a pass per
-//! token went from 0.70-0.87x mimalloc's speed to 0.81-1.08x. The half rule keeps pages
-//! that hold one such block among free or small ones on 4 KiB pages: advising every page
-//! such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the advised
-//! pages' unused rest, filled by the kernel as one huge page), the half rule 1.0-2.3 MiB
-//! (EfficientNet-B0 the most). Once a pass has run, such blocks are a program's working
-//! memory, freed and made again, and are not advised: advising around them at any time made
-//! candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`] without ever
-//! running a pass has all its blocks of that size counted so.
+//! it (`memory/startup_pages.rs`). jemalloc places such blocks side by side, so those pages
+//! hold mostly weights, which every pass reads: memo-bench's llama2.c decoder run a pass
+//! per token went from 0.70-0.87x mimalloc's speed to 0.81-1.08x. The half rule keeps
+//! pages that hold one such block among free or small ones on 4 KiB pages: advising every
+//! page such a block touches cost 1.4-5.2 MiB of resident memory on candle's models (the
+//! advised pages' unused rest, filled by the kernel as one huge page), the half rule
+//! 1.0-2.3 MiB (EfficientNet-B0 the most). A page is advised after its first blocks were
+//! written on 4 KiB pages, and the purge at a key's first plan (`memory/release.rs`)
+//! splits a huge page where it returns free ranges inside it, so after each purge those
+//! pages are collapsed into huge pages (`MADV_COLLAPSE`): without it the decoder's layers
+//! stayed on 4 KiB pages (70 MiB of huge pages against 92 with it), and a pass per token
+//! took 4% more CPU time at 1 thread (10 alternating pairs, [2%, 6%]), level at 2 threads
+//! and per request, for 1.3-2.6 MiB. Once a pass has run, such blocks are a program's
+//! working memory, freed and made again, and are not advised: advising around them at any
+//! time made candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`]
+//! without ever running a pass has all its blocks of that size counted so.
 //!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
 //! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
 //! block itself.
 
 use std::alloc::{GlobalAlloc, Layout};
+
+use crate::memory::startup_pages;
 
 /// Requests of at least this many bytes are large in jemalloc (its smallest large size
 /// class with 4 KiB pages); they are page-aligned.
@@ -53,6 +61,9 @@ const PAGE: usize = 4 << 10;
 /// Requests of at least this many bytes (a transparent huge page) start on a multiple of
 /// it, and their whole huge pages are advised for THP.
 pub const HUGE: usize = 2 << 20;
+
+// The startup page table counts pages of this size.
+const _: () = assert!(HUGE == startup_pages::HUGE_PAGE);
 
 /// jemalloc (tikv-jemallocator), memo's default backend (feature `jemalloc`), with large
 /// blocks page-aligned (see the module documentation). For jemalloc as it comes, pass
@@ -121,7 +132,7 @@ fn advise_startup(p: *mut u8, size: usize) {
         let mut page = start & !(HUGE - 1);
         while page < end {
             let covered = end.min(page + HUGE) - start.max(page);
-            if super::startup_pages::cover(page / HUGE, covered, HUGE / 2) {
+            if startup_pages::cover(page / HUGE, covered, startup_pages::HALF) {
                 // SAFETY: advice only: it changes how the kernel backs the page's anonymous
                 // memory, never its contents or access, so it is harmless to the memory
                 // around the caller's block (jemalloc's other blocks, or none: the kernel

@@ -17,8 +17,6 @@ mod jemalloc;
 mod observed;
 mod own;
 mod profiled;
-#[cfg(feature = "jemalloc")]
-mod startup_pages;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

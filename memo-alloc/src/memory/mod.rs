@@ -5,7 +5,9 @@
 //! allocator's own large buffers and the large blocks of passes without a plan
 //! (`own_blocks.rs`); and the arithmetic the other parts share: chunk and alignment
 //! geometry (`geometry.rs`) and the size classes of lane cells (`lane_classes.rs`). The
-//! backend's free memory goes back to the OS once a profile is planned (`release.rs`).
+//! backend's free memory goes back to the OS once a profile is planned (`release.rs`),
+//! and the 2 MiB pages a model's weights fill at startup stay on huge pages through it
+//! (`startup_pages.rs`, counted by the jemalloc backend).
 //!
 //! It may use `support` only.
 
@@ -16,3 +18,5 @@ pub(crate) mod own_blocks;
 pub(crate) mod region;
 pub(crate) mod release;
 pub(crate) mod run_stack;
+#[cfg(feature = "jemalloc")]
+pub(crate) mod startup_pages;

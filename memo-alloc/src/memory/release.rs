@@ -8,10 +8,13 @@
 //! [`release_free_memory`] returns it: glibc's heaps with `malloc_trim`, and, where the
 //! allocator's backend is jemalloc ([`note_backend`] told so) and the caller asks for it
 //! (the planner, when a key's passes move from the backend to slabs), every jemalloc
-//! arena's dirty and muzzy pages with the `arena.<all>.purge` mallctl. It runs off the
-//! allocation paths (on the planner thread, or where a pass ends with inline planning).
+//! arena's dirty and muzzy pages with the `arena.<all>.purge` mallctl, after which the
+//! 2 MiB pages a model's weights fill are collapsed into huge pages again
+//! (`startup_pages.rs`: the purge splits them where it returns free ranges inside them). It
+//! runs off the allocation paths (on the planner thread, or where a pass ends with inline
+//! planning).
 //!
-//! It may use `support` only.
+//! It may use `support` and its sibling `startup_pages` only.
 
 use crate::support::sync::plain::AtomicBool;
 use crate::support::sync::Ordering;
@@ -60,6 +63,10 @@ pub(crate) fn release_free_memory(purge_arenas: bool) {
     }
     if purge_arenas && jemalloc_serves() {
         purge_jemalloc();
+        // The purge split the huge pages of a model's weights where it returned free
+        // ranges inside them: they are made huge again.
+        #[cfg(feature = "jemalloc")]
+        super::startup_pages::collapse_covered();
     }
 }
 
