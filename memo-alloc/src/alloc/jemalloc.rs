@@ -32,11 +32,12 @@
 //! advised pages' unused rest, filled by the kernel as one huge page), the half rule
 //! 1.0-2.3 MiB (EfficientNet-B0 the most). A page is advised after its first blocks were
 //! written on 4 KiB pages, and the purge at a key's first plan (`memory/release.rs`)
-//! splits a huge page where it returns free ranges inside it, so after each purge those
-//! pages are collapsed into huge pages (`MADV_COLLAPSE`): without it the decoder's layers
-//! stayed on 4 KiB pages (70 MiB of huge pages against 92 with it), and a pass per token
-//! took 4% more CPU time at 1 thread (10 alternating pairs, [2%, 6%]), level at 2 threads
-//! and per request, for 1.3-2.6 MiB. Once a pass has run, such blocks are a program's
+//! splits a huge page where it returns free ranges inside it, so after each purge the
+//! pages such blocks cover seven eighths of are collapsed into huge pages
+//! (`MADV_COLLAPSE`): without it the decoder's layers stayed on 4 KiB pages, and a pass
+//! per token took 4% more CPU time at 1 thread (8 alternating pairs, [2%, 6%]), for 1.3
+//! MiB. Collapsing every advised page cost memo-bench's gpt2 8 MiB at 2 threads, seven
+//! eighths 1 MiB. Once a pass has run, such blocks are a program's
 //! working memory, freed and made again, and are not advised: advising around them at any
 //! time made candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`]
 //! without ever running a pass has all its blocks of that size counted so.

@@ -13,9 +13,10 @@
 //! gets. And when a profile's plan is published, the backend's purge (`release.rs`)
 //! returns the free ranges inside such pages (a loader's scratch, freed among the weights)
 //! page by page, which splits a huge page into small ones. So after each purge every page
-//! counted half full is collapsed into a huge page (`MADV_COLLAPSE`, Linux 6.1 and later;
-//! a page already huge costs a check): the weights are read through huge pages in every
-//! replayed pass, for the unused rest of those pages (a fraction of a MiB each).
+//! counted seven eighths full is collapsed into a huge page (`MADV_COLLAPSE`, Linux 6.1 and
+//! later; a page already huge costs a check): the weights are read through huge pages in
+//! every replayed pass, for at most a quarter of a MiB of each such page that they leave
+//! unused.
 
 use crate::support::sync::{plain, Ordering};
 
@@ -32,8 +33,13 @@ static BYTES: [plain::AtomicUsize; SLOTS] = [const { plain::AtomicUsize::new(0) 
 /// Bytes of the pages counted: a transparent huge page.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
-/// A page is advised, and kept huge, once startup blocks cover this much of it.
+/// A page is advised once startup blocks cover this much of it.
 pub(crate) const HALF: usize = HUGE_PAGE / 2;
+
+/// A page is collapsed into a huge page after a purge once startup blocks cover this much
+/// of it: the collapse fills the rest of the page, which a purge keeps returning otherwise
+/// (at half, memo-bench's gpt2 at 2 threads held 8 MiB more; at seven eighths, 1 MiB).
+pub(crate) const MOSTLY: usize = HUGE_PAGE / 8 * 7;
 
 /// Adds `bytes` to the count of page `page` (its address divided by its size); true for
 /// the one call that takes the count from below `half` to at least it.
@@ -55,7 +61,7 @@ pub(crate) fn cover(page: usize, bytes: usize, half: usize) -> bool {
     false
 }
 
-/// Collapses every page counted at least [`HALF`] full into a huge page (see the module
+/// Collapses every page counted at least [`MOSTLY`] full into a huge page (see the module
 /// documentation); returns how many pages it asked for. Runs off the allocation paths,
 /// after the backend's purge. A kernel that cannot collapse (before Linux 6.1, THP off, no
 /// free huge page) refuses, and the page stays as it is.
@@ -63,7 +69,7 @@ pub(crate) fn collapse_covered() -> usize {
     let mut asked = 0;
     for (page, bytes) in PAGES.iter().zip(&BYTES) {
         let key = page.load(Ordering::Acquire);
-        if key != 0 && bytes.load(Ordering::Relaxed) >= HALF {
+        if key != 0 && bytes.load(Ordering::Relaxed) >= MOSTLY {
             collapse((key - 1) * HUGE_PAGE);
             asked += 1;
         }
