@@ -86,7 +86,8 @@ fn collapse(start: usize) {
     // resident small pages into a huge page and fills the rest with zeros, which is what a
     // fault there would read. Both change how the kernel backs the range, never its
     // contents or access, so they are harmless to whatever the backend keeps in the page
-    // (a range not wholly mapped makes a call fail, which changes nothing).
+    // (where part of the range is not mapped, a call reports it and leaves that part as
+    // it is).
     unsafe {
         let page = start as *mut libc::c_void;
         libc::madvise(page, HUGE_PAGE, libc::MADV_HUGEPAGE);
