@@ -37,10 +37,10 @@
 //! (`MADV_COLLAPSE`): without it the decoder's layers stayed on 4 KiB pages, and a pass
 //! per token took 4% more CPU time at 1 thread (8 alternating pairs, [2%, 6%]), for 1.3
 //! MiB. Collapsing every advised page cost memo-bench's gpt2 8 MiB at 2 threads, seven
-//! eighths 1 MiB. Once a pass has run, such blocks are a program's
-//! working memory, freed and made again, and are not advised: advising around them at any
-//! time made candle's ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`]
-//! without ever running a pass has all its blocks of that size counted so.
+//! eighths 1 MiB. Once a pass has run, such blocks are a program's working memory, freed
+//! and made again, and are not advised: advising around them at any time made candle's
+//! ResNet-18 hold 13% more memory. A program that uses [`Jemalloc`] without ever running a
+//! pass has all its blocks of that size counted so.
 //!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
 //! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
@@ -61,10 +61,7 @@ pub const STARTUP_HUGE: usize = 256 << 10;
 const PAGE: usize = 4 << 10;
 /// Requests of at least this many bytes (a transparent huge page) start on a multiple of
 /// it, and their whole huge pages are advised for THP.
-pub const HUGE: usize = 2 << 20;
-
-// The startup page table counts pages of this size.
-const _: () = assert!(HUGE == startup_pages::HUGE_PAGE);
+pub const HUGE: usize = startup_pages::HUGE_PAGE;
 
 /// jemalloc (tikv-jemallocator), memo's default backend (feature `jemalloc`), with large
 /// blocks page-aligned (see the module documentation). For jemalloc as it comes, pass

@@ -62,19 +62,16 @@ pub(crate) fn cover(page: usize, bytes: usize, half: usize) -> bool {
 }
 
 /// Collapses every page counted at least [`MOSTLY`] full into a huge page (see the module
-/// documentation); returns how many pages it asked for. Runs off the allocation paths,
-/// after the backend's purge. A kernel that cannot collapse (before Linux 6.1, THP off, no
-/// free huge page) refuses, and the page stays as it is.
-pub(crate) fn collapse_covered() -> usize {
-    let mut asked = 0;
+/// documentation). Runs off the allocation paths, after the backend's purge. A kernel that
+/// cannot collapse (before Linux 6.1, THP off, no free huge page) refuses, and the page
+/// stays as it is.
+pub(crate) fn collapse_covered() {
     for (page, bytes) in PAGES.iter().zip(&BYTES) {
         let key = page.load(Ordering::Acquire);
         if key != 0 && bytes.load(Ordering::Relaxed) >= MOSTLY {
             collapse((key - 1) * HUGE_PAGE);
-            asked += 1;
         }
     }
-    asked
 }
 
 /// Asks the kernel to back the 2 MiB page at `start` with a huge page now.
