@@ -502,9 +502,9 @@ fn child_one_off() {
 }
 
 /// The planned slots of a first pass's one-time allocations, skipped by every pass after
-/// it, re-profile the key after one divergence window (3 passes), not two.
+/// it, re-profile the key after its first replayed pass, not after a divergence window.
 #[test]
-fn skipped_one_time_slots_re_profile_after_one_window() {
+fn skipped_one_time_slots_re_profile_after_one_replayed_pass() {
     run_child("child_skipped_window", &[]);
 }
 
@@ -530,9 +530,9 @@ fn child_skipped_window() {
         )));
         profiled.push(memo_alloc::report(KEY).unwrap().passes_profiled);
     }
-    // Pass 0 is profiled, passes 1-3 replay and skip the 30 slots (a third of the plan),
-    // pass 4 is profiled again, pass 5 replays the clean plan.
-    assert_eq!(profiled, [1, 1, 1, 1, 2, 2]);
+    // Pass 0 is profiled, pass 1 replays and skips the 30 slots (a third of the plan),
+    // pass 2 is profiled again, passes 3-5 replay the clean plan.
+    assert_eq!(profiled, [1, 1, 2, 2, 2, 2]);
 }
 
 /// A pass takes a free instance that holds its memory before one that gave it back: when
@@ -588,9 +588,7 @@ fn child_warm_instance_first() {
     work(false);
     step.wait(); // [1]
     step.wait(); // [2]
-    drop(first);
-    pass(false);
-    pass(false); // the window's third pass: skipped slots, the key is re-profiled next
+    drop(first); // the plan's first replayed pass skipped slots: the key is re-profiled
     let profile = memo_alloc::pass(KEY);
     let r = memo_alloc::report(KEY).unwrap();
     assert_eq!(r.state, PlanState::Profiling, "{r:?}");
@@ -635,9 +633,7 @@ fn child_old_plan_window() {
     };
     pass(true); // profiled with one-time allocations
     wait();
-    for _ in 0..3 {
-        pass(false); // skip the one-time slots: one window re-profiles the key
-    }
+    pass(false); // skips the one-time slots: the key is re-profiled
     memo_alloc::testing::pause_planner(true);
     pass(false); // profiled again; its plan waits in the queue
     assert_eq!(memo_alloc::report(KEY).unwrap().passes_profiled, 2);

@@ -66,7 +66,14 @@ impl Divergence {
     /// `ratio` of the allocations: the profiled pass made allocations that the passes
     /// after it do not (a process's first pass building lazy state). A one-off of a
     /// replayed pass adds allocations rather than dropping planned ones, so this does not
-    /// come from one pass, and the plan converges after one window instead of two. One
+    /// come from one pass, and the plan converges after one window instead of two. For
+    /// the key's first plan (`first_plan`: its first profile's, a plan nothing was
+    /// merged into) that no pass has fitted yet, one pass that skipped that many is the
+    /// window: that is the plan with a first pass's lazy state in it, and its second
+    /// profile then comes one replayed pass after it, not a window later. (A pass cut
+    /// short skips nothing: skipping is re-synchronising past planned slots. A later
+    /// plan waits for its window: one merged from profiles of a growing shape, whose
+    /// growth the window's passes let the next profile see.) One
     /// window is enough too when none of its passes was served a single block: the plan
     /// serves nothing; and when no pass has replayed the plan within `ratio` since it was
     /// published: nothing says the plan's shape recurs (a decoding loop's prefill, whose
@@ -79,7 +86,13 @@ impl Divergence {
     /// missing more than half of what they ask is profiled again at most
     /// `DIVERGED_WINDOWS * window` replayed passes after its plan was published or
     /// loaded (its next pass profiles), whatever the plan came from.
-    pub(crate) fn note(&self, c: &PassCounters, window: u32, ratio: f64) -> Verdict {
+    pub(crate) fn note(
+        &self,
+        c: &PassCounters,
+        window: u32,
+        ratio: f64,
+        first_plan: bool,
+    ) -> Verdict {
         let r = Ordering::Relaxed;
         let allocs = self.allocs.fetch_add(c.allocations, r) + c.allocations;
         let misses = self.misses.fetch_add(c.diverged(), r) + c.diverged();
@@ -92,7 +105,9 @@ impl Divergence {
         if c.slab_hits > 0 && !beyond(c.diverged(), c.allocations, c.diverged_bytes, all, ratio) {
             self.fitted.store(true, r);
         }
-        if passes < window {
+        let decided_alone =
+            first_plan && !self.fitted.load(r) && over(c.skipped, c.allocations, ratio);
+        if passes < window && !decided_alone {
             return Verdict::Keep;
         }
         self.clear();
@@ -166,7 +181,10 @@ mod tests {
     fn verdicts(passes: &[u64]) -> Vec<Verdict> {
         let d = Divergence::default();
         d.fitted.store(true, Ordering::Relaxed);
-        passes.iter().map(|&m| d.note(&pass(m), 3, 0.05)).collect()
+        passes
+            .iter()
+            .map(|&m| d.note(&pass(m), 3, 0.05, false))
+            .collect()
     }
 
     #[test]
@@ -174,7 +192,10 @@ mod tests {
         use Verdict::*;
         let unfitted = |passes: &[u64]| {
             let d = Divergence::default();
-            let v: Vec<Verdict> = passes.iter().map(|&m| d.note(&pass(m), 3, 0.05)).collect();
+            let v: Vec<Verdict> = passes
+                .iter()
+                .map(|&m| d.note(&pass(m), 3, 0.05, false))
+                .collect();
             v
         };
         assert_eq!(unfitted(&[10, 10, 10]), [Keep, Keep, Diverged]);
@@ -186,11 +207,55 @@ mod tests {
         );
         // A new plan must be fitted again.
         let d = Divergence::default();
-        d.note(&pass(0), 3, 0.05);
+        d.note(&pass(0), 3, 0.05, false);
         d.restart();
         let v: Vec<Verdict> = [10, 10, 10]
             .iter()
-            .map(|&m| d.note(&pass(m), 3, 0.05))
+            .map(|&m| d.note(&pass(m), 3, 0.05, false))
+            .collect();
+        assert_eq!(v, [Keep, Keep, Diverged]);
+    }
+
+    /// A replayed pass of 100 allocations, all served, that re-synchronised past
+    /// `skipped` planned slots.
+    fn skipping(skipped: u64) -> PassCounters {
+        PassCounters {
+            allocations: 100,
+            slab_hits: 100,
+            slab_bytes: 6400,
+            skipped,
+            ..PassCounters::default()
+        }
+    }
+
+    #[test]
+    fn one_pass_skipping_a_first_plan_no_pass_fitted_re_profiles_it() {
+        use Verdict::*;
+        let notes = |d: &Divergence, skips: &[u64]| -> Vec<Verdict> {
+            skips
+                .iter()
+                .map(|&s| d.note(&skipping(s), 3, 0.05, true))
+                .collect()
+        };
+        let d = Divergence::default();
+        assert_eq!(notes(&d, &[30]), [Diverged]);
+        // The verdict empties the window: the next passes start a window of their own.
+        assert_eq!(notes(&d, &[0, 0, 0]), [Keep, Keep, Keep]);
+        // Skipping within the ratio waits for the window.
+        assert_eq!(
+            notes(&Divergence::default(), &[4, 4, 4]),
+            [Keep, Keep, Keep]
+        );
+        // A plan some pass fitted is judged on whole windows: one of them, as the
+        // skipped slots say the profile made allocations its replays do not.
+        let fitted = Divergence::default();
+        fitted.fitted.store(true, Ordering::Relaxed);
+        assert_eq!(notes(&fitted, &[30, 30, 30]), [Keep, Keep, Diverged]);
+        // A later plan (a merge of profiles) is judged on its window too.
+        let later = Divergence::default();
+        let v: Vec<Verdict> = [30, 30, 30]
+            .iter()
+            .map(|&s| later.note(&skipping(s), 3, 0.05, false))
             .collect();
         assert_eq!(v, [Keep, Keep, Diverged]);
     }

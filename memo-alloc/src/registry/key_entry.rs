@@ -297,7 +297,9 @@ impl KeyEntry {
         if self.state() != KeyState::Planned(plan) {
             return false;
         }
-        match self.divergence.note(c, window, ratio) {
+        let r = Ordering::Relaxed;
+        let first_plan = self.counters.replans.load(r) == 0 && self.counters.evictions.load(r) == 0;
+        match self.divergence.note(c, window, ratio, first_plan) {
             Verdict::Keep => false,
             Verdict::Diverged => self.counters.replans.load(Ordering::Relaxed) < MAX_REPLANS,
             Verdict::Failing => true,
