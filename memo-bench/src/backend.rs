@@ -93,7 +93,7 @@ impl Backend {
 }
 
 /// `GlobalAlloc::alloc` (`zeroed`: `alloc_zeroed`) of [`MEMO_BACKEND`] as memo-alloc runs
-/// it (jemalloc: `memo_alloc::Jemalloc`, its large blocks page-aligned).
+/// it (jemalloc: `memo_alloc::Jemalloc`, its blocks of 2 MiB and more on huge pages).
 ///
 /// # Safety
 /// As `GlobalAlloc::alloc`.

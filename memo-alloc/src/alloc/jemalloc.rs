@@ -1,16 +1,15 @@
-//! jemalloc as memo's backend ([`Jemalloc`]): tikv-jemallocator, with large blocks
-//! page-aligned.
+//! jemalloc as memo's backend ([`Jemalloc`]): tikv-jemallocator, with its huge blocks on
+//! advised huge pages.
 //!
-//! jemalloc starts a large block (16 KiB and up, on 4 KiB pages) at a random cache line of
-//! its first page unless asked for page alignment ("cache-oblivious" placement, at the
-//! cost of a page per block). What memo's backend serves in a replayed program is mostly
-//! large and long-lived (a model's weights, a decoder's KV cache that escapes every step
-//! and is copied into a longer block the next one), and copying or streaming over blocks
-//! that start at a random line costs more than the aliasing it avoids: memo-bench's
-//! decoding cells ran 10-15% faster on jemalloc with page-aligned large blocks
-//! (`cache_oblivious:false`), and no cell ran slower. So requests of at least
-//! [`LARGE`] bytes with a smaller alignment are asked for page alignment. jemalloc's
-//! large sizes are whole pages, so this costs no memory (it saves the unused page).
+//! Blocks below [`HUGE`] are jemalloc's as it places them: a large block (16 KiB and up)
+//! starts at a random cache line of its first page ("cache-oblivious" placement), so that
+//! blocks copied into one another (a decoder's KV cache, copied into a longer block at
+//! every step) do not start at the same offset within a page, where the copy's loads and
+//! stores alias. Asking for those blocks page-aligned made memo-bench's decoding cells
+//! slower (memo alone, 8-10 alternating pairs, CPU time per pass: gpt2 6-8% at 1 and 2
+//! threads, a decoding step and a whole request 7-8% at 1 thread; the other workloads and
+//! candle's decoder level), and jemalloc alone made so (`cache_oblivious:false`) ran
+//! memo-bench's decoding step 9-13% slower.
 //!
 //! Blocks of at least [`HUGE`] bytes (a model's weights, above all) start on a 2 MiB
 //! boundary and their whole 2 MiB pages are advised for transparent huge pages
@@ -43,60 +42,47 @@
 //! pass has all its blocks of that size counted so.
 //!
 //! Every call maps its layout the same way ([`backend_layout`]), so a block is freed with
-//! the layout it was allocated with; a `realloc` across [`LARGE`] or [`HUGE`] moves the
-//! block itself.
+//! the layout it was allocated with; a `realloc` across [`HUGE`] moves the block itself.
 
 use std::alloc::{GlobalAlloc, Layout};
 
 use crate::memory::startup_pages;
 
-/// Requests of at least this many bytes are large in jemalloc (its smallest large size
-/// class with 4 KiB pages); they are page-aligned.
-pub const LARGE: usize = 16 << 10;
 /// Requests of at least this many bytes (and below [`HUGE`]) made before the process's
 /// first pass count toward the huge pages they touch, which are advised for THP once such
 /// requests cover half of them (see the module documentation).
 pub const STARTUP_HUGE: usize = 256 << 10;
-/// The alignment asked for large requests (jemalloc skips its random offset from a page on).
-const PAGE: usize = 4 << 10;
 /// Requests of at least this many bytes (a transparent huge page) start on a multiple of
 /// it, and their whole huge pages are advised for THP.
 pub const HUGE: usize = startup_pages::HUGE_PAGE;
 
-/// jemalloc (tikv-jemallocator), memo's default backend (feature `jemalloc`), with large
-/// blocks page-aligned (see the module documentation). For jemalloc as it comes, pass
-/// `tikv_jemallocator::Jemalloc` to [`crate::MemoAlloc::new`].
+/// jemalloc (tikv-jemallocator), memo's default backend (feature `jemalloc`), with blocks
+/// of 2 MiB and more on advised huge pages (see the module documentation). For jemalloc as
+/// it comes, pass `tikv_jemallocator::Jemalloc` to [`crate::MemoAlloc::new`].
 ///
 /// ```
 /// use std::alloc::{GlobalAlloc, Layout};
-/// let layout = Layout::from_size_align(64 << 10, 8).unwrap();
+/// let layout = Layout::from_size_align(4 << 20, 8).unwrap();
 /// // SAFETY: the block is freed once, with its layout.
 /// unsafe {
 ///     let p = memo_alloc::Jemalloc.alloc(layout);
-///     assert_eq!(p as usize % 4096, 0);
+///     assert_eq!(p as usize % (2 << 20), 0); // on a huge page's boundary
 ///     memo_alloc::Jemalloc.dealloc(p, layout);
 /// }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Jemalloc;
 
-/// The layout jemalloc is asked for in place of `layout`: page-aligned when large,
-/// huge-page-aligned when huge.
+/// The layout jemalloc is asked for in place of `layout`: huge-page-aligned when huge,
+/// else `layout` itself.
 #[inline(always)]
 fn backend_layout(layout: Layout) -> Layout {
-    let align = if layout.size() >= HUGE {
-        HUGE
-    } else if layout.size() >= LARGE {
-        PAGE
-    } else {
-        return layout;
-    };
-    if layout.align() >= align {
+    if layout.size() < HUGE || layout.align() >= HUGE {
         return layout;
     }
     // A size valid at a smaller alignment can fail at a larger one near `isize::MAX`:
     // such a request keeps its own alignment (and jemalloc refuses it anyway).
-    Layout::from_size_align(layout.size(), align).unwrap_or(layout)
+    Layout::from_size_align(layout.size(), HUGE).unwrap_or(layout)
 }
 
 /// Advises the whole huge pages of a block of `size` bytes at `p` (returned for a layout
@@ -191,7 +177,7 @@ unsafe impl GlobalAlloc for Jemalloc {
             advise(p, new_size);
             return p;
         }
-        // Across `LARGE` or `HUGE`: the mapped alignments differ, so the block moves.
+        // Across `HUGE`: the mapped alignments differ, so the block moves.
         // SAFETY: `new` has a nonzero size; both blocks are valid for the bytes copied (the
         // smaller of their sizes), and do not overlap (the new one is live beside the old).
         unsafe {
@@ -211,28 +197,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn large_blocks_are_page_aligned_and_small_ones_keep_their_alignment() {
+    fn blocks_below_a_huge_page_keep_jemallocs_placement() {
         let a = Jemalloc;
-        for size in [LARGE, LARGE + 1, 100 << 10, 3 << 20] {
+        for size in [16 << 10, 100 << 10, HUGE - 1] {
             let layout = Layout::from_size_align(size, 8).unwrap();
-            // Several blocks: jemalloc's random offset would put most of them off a page.
-            let blocks: Vec<*mut u8> = (0..8)
+            assert_eq!(backend_layout(layout), layout);
+            // jemalloc starts a large block at a random cache line of its first page: of 16
+            // blocks, page-aligned by chance each one time in 64, some are off a page.
+            let blocks: Vec<*mut u8> = (0..16)
                 // SAFETY: freed below with the same layout.
                 .map(|_| unsafe { a.alloc(layout) })
                 .collect();
+            assert!(blocks.iter().all(|p| !p.is_null()));
+            let off_a_page = blocks.iter().filter(|&&p| p as usize % 4096 != 0).count();
+            assert!(off_a_page > 0, "{size} B: every block page-aligned");
             for &p in &blocks {
-                assert!(!p.is_null());
-                assert_eq!(p as usize % PAGE, 0, "{size} B at {p:?}");
                 // SAFETY: allocated with `layout` above, freed once.
                 unsafe { a.dealloc(p, layout) };
             }
         }
-        assert_eq!(
-            backend_layout(Layout::from_size_align(LARGE - 1, 8).unwrap()).align(),
-            8
-        );
-        let big_aligned = Layout::from_size_align(LARGE, 1 << 16).unwrap();
-        assert_eq!(backend_layout(big_aligned), big_aligned);
+        let aligned = Layout::from_size_align(64 << 10, 1 << 16).unwrap();
+        // SAFETY: freed once with its layout.
+        unsafe {
+            let p = a.alloc(aligned);
+            assert_eq!(p as usize % (1 << 16), 0);
+            a.dealloc(p, aligned);
+        }
     }
 
     #[test]
@@ -262,13 +252,13 @@ mod tests {
             a.dealloc(p, layout);
         }
         assert_eq!(
-            backend_layout(Layout::from_size_align(HUGE - 1, 8).unwrap()).align(),
-            PAGE
+            backend_layout(Layout::from_size_align(HUGE, 8).unwrap()).align(),
+            HUGE
         );
     }
 
     #[test]
-    fn a_block_reallocated_across_the_large_bound_keeps_its_bytes() {
+    fn a_reallocated_block_keeps_its_bytes() {
         let a = Jemalloc;
         let small = Layout::from_size_align(4000, 8).unwrap();
         // SAFETY: each block is written within its size and released once, through
@@ -279,13 +269,11 @@ mod tests {
                 *p.add(i) = (i % 251) as u8;
             }
             let grown = a.realloc(p, small, 40_000);
-            assert_eq!(grown as usize % PAGE, 0);
             for i in 0..4000 {
                 assert_eq!(*grown.add(i), (i % 251) as u8);
             }
             let large = Layout::from_size_align(40_000, 8).unwrap();
             let larger = a.realloc(grown, large, 80_000);
-            assert_eq!(larger as usize % PAGE, 0);
             assert_eq!(*larger.add(3999), (3999 % 251) as u8);
             let shrunk = a.realloc(larger, Layout::from_size_align(80_000, 8).unwrap(), 100);
             assert_eq!(*shrunk.add(99), 99);

@@ -6,7 +6,7 @@
 //! threads (a whole-program recording, heap counters), which take their pass's path and
 //! are then observed. The allocator's own large buffers and the large blocks of passes
 //! without a plan take a path of their own (`own.rs`). `jemalloc.rs` is the default
-//! backend: jemalloc with its large blocks page-aligned.
+//! backend: jemalloc with its blocks of 2 MiB and more on advised huge pages.
 //!
 //! The top of the crate: it may use `pass` (the thread's context), `replay`, `observe`,
 //! `memory`, `stats` and `support`; nothing uses it but the crate's face.
