@@ -95,8 +95,8 @@ impl MemoAlloc<System> {
 #[cfg(feature = "jemalloc")]
 impl MemoAlloc<super::Jemalloc> {
     /// Over jemalloc (tikv-jemallocator; feature `jemalloc`), its blocks of 2 MiB and
-    /// more on advised huge pages ([`crate::Jemalloc`]). jemalloc reads `_RJEM_MALLOC_CONF` for its
-    /// settings. When a key's first plan is published, jemalloc's arenas are purged
+    /// more on advised huge pages ([`crate::Jemalloc`]). jemalloc reads
+    /// `_RJEM_MALLOC_CONF` for its settings. When a key's first plan is published, jemalloc's arenas are purged
     /// (`arena.<all>.purge`), so that the profiled pass's freed pages do not stay resident
     /// beside the slab that replays it.
     pub const fn jemalloc() -> MemoAlloc<super::Jemalloc> {

@@ -231,33 +231,27 @@ mod tests {
     #[test]
     fn one_pass_skipping_a_first_plan_no_pass_fitted_re_profiles_it() {
         use Verdict::*;
-        let notes = |d: &Divergence, skips: &[u64]| -> Vec<Verdict> {
+        let notes = |d: &Divergence, first_plan: bool, skips: &[u64]| -> Vec<Verdict> {
             skips
                 .iter()
-                .map(|&s| d.note(&skipping(s), 3, 0.05, true))
+                .map(|&s| d.note(&skipping(s), 3, 0.05, first_plan))
                 .collect()
         };
         let d = Divergence::default();
-        assert_eq!(notes(&d, &[30]), [Diverged]);
+        assert_eq!(notes(&d, true, &[30]), [Diverged]);
         // The verdict empties the window: the next passes start a window of their own.
-        assert_eq!(notes(&d, &[0, 0, 0]), [Keep, Keep, Keep]);
+        assert_eq!(notes(&d, true, &[0, 0, 0]), [Keep, Keep, Keep]);
         // Skipping within the ratio waits for the window.
-        assert_eq!(
-            notes(&Divergence::default(), &[4, 4, 4]),
-            [Keep, Keep, Keep]
-        );
+        let within = Divergence::default();
+        assert_eq!(notes(&within, true, &[4, 4, 4]), [Keep, Keep, Keep]);
         // A plan some pass fitted is judged on whole windows: one of them, as the
         // skipped slots say the profile made allocations its replays do not.
         let fitted = Divergence::default();
         fitted.fitted.store(true, Ordering::Relaxed);
-        assert_eq!(notes(&fitted, &[30, 30, 30]), [Keep, Keep, Diverged]);
+        assert_eq!(notes(&fitted, true, &[30, 30, 30]), [Keep, Keep, Diverged]);
         // A later plan (a merge of profiles) is judged on its window too.
         let later = Divergence::default();
-        let v: Vec<Verdict> = [30, 30, 30]
-            .iter()
-            .map(|&s| later.note(&skipping(s), 3, 0.05, false))
-            .collect();
-        assert_eq!(v, [Keep, Keep, Diverged]);
+        assert_eq!(notes(&later, false, &[30, 30, 30]), [Keep, Keep, Diverged]);
     }
 
     #[test]

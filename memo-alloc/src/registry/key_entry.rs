@@ -301,7 +301,7 @@ impl KeyEntry {
         let first_plan = self.counters.replans.load(r) == 0 && self.counters.evictions.load(r) == 0;
         match self.divergence.note(c, window, ratio, first_plan) {
             Verdict::Keep => false,
-            Verdict::Diverged => self.counters.replans.load(Ordering::Relaxed) < MAX_REPLANS,
+            Verdict::Diverged => self.counters.replans.load(r) < MAX_REPLANS,
             Verdict::Failing => true,
         }
     }
