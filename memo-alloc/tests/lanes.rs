@@ -189,10 +189,17 @@ fn a_retired_instance_held_by_a_cell_keeps_only_its_lane_block() {
     let _s = setup();
     const KEY: &str = "lanes/retired";
     const LARGE: usize = 1 << 20;
-    let run = |large: usize, keep: bool| -> Option<Block> {
+    // `extra` large requests after the first, which the plan does not know.
+    let run = |extra: u64, keep: bool| -> Option<Block> {
         let _p = memo_alloc::pass(KEY);
-        let big = talloc(&A, large, 64, false, 1); // writes every page of its slot
+        let big = talloc(&A, LARGE, 64, false, 1); // writes every page of its slot
+        let more: Vec<Block> = (0..extra)
+            .map(|i| talloc(&A, LARGE, 64, false, 3 + i))
+            .collect();
         let small = talloc(&A, 40, 8, false, 2);
+        for b in more {
+            tfree(&A, b);
+        }
         tfree(&A, big);
         if keep {
             return Some(small);
@@ -200,12 +207,13 @@ fn a_retired_instance_held_by_a_cell_keeps_only_its_lane_block() {
         tfree(&A, small);
         None
     };
-    assert!(run(LARGE, false).is_none()); // profiled
-    let kept = run(LARGE, true).expect("kept"); // replayed: the small block in its cell
-                                                // Passes of another shape: the large request misses every time, the key is profiled
-                                                // again and its plan replaced.
+    assert!(run(0, false).is_none()); // profiled
+    let kept = run(0, true).expect("kept"); // replayed: the small block in its cell
+                                            // Passes that make two more large requests, as the plan's first one (no shape of
+                                            // their own): most of their bytes miss, the key is profiled again and its plan
+                                            // replaced.
     for _ in 0..12 {
-        assert!(run(2 * LARGE, false).is_none());
+        assert!(run(2, false).is_none());
     }
     let report = memo_alloc::report(KEY).expect("planned");
     assert!(report.passes_profiled >= 2, "re-profiled: {report:?}");

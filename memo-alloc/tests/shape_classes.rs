@@ -400,3 +400,47 @@ fn a_decoding_step_whose_first_request_is_close_to_its_prefills_settles_apart_fr
         "the prefill replays its own plan: {prefills:?}"
     );
 }
+
+/// A deep encoder at `tokens`, layer after layer: seven blocks that scale with the length
+/// and the attention scores, with its square. Against the longest length's plan, the
+/// middle lengths replay as a smaller shape of it (`replay::matching`, rule 5); the
+/// shortest one's scores are too small for that, one miss a layer.
+fn deep_encoder(tokens: usize) {
+    for _ in 0..24 {
+        let x = block(tokens * HIDDEN);
+        let qkv = block(3 * tokens * HIDDEN);
+        let scores = block(tokens * tokens * 16);
+        let attn = block(tokens * HIDDEN);
+        drop((scores, qkv));
+        let up = block(4 * tokens * HIDDEN);
+        let act = block(4 * tokens * HIDDEN);
+        let down = block(tokens * HIDDEN);
+        let out = block(tokens * HIDDEN);
+        drop((up, act, attn, x, down));
+        black_box(out);
+    }
+}
+
+#[test]
+fn a_rare_length_that_diverges_between_fitting_ones_founds_its_class() {
+    let _g = serial_inline();
+    // The first pass at the longest length; then one pass in seven at the shortest,
+    // each missing an eighth of its requests on that plan: no window of three passes
+    // averages past the replan ratio.
+    const KEY: &str = "encoder-rare";
+    let order = [128, 96, 72, 96, 72, 128, 40];
+    let mut m = Measured::default();
+    for i in 0..70 {
+        let d = delta(KEY, || {
+            let _p = memo_alloc::pass(KEY);
+            deep_encoder(order[i % order.len()]);
+        });
+        if i >= 28 {
+            m.add(&d);
+        }
+    }
+    eprintln!("rare length: {m:?} share {:.4}", m.share());
+    assert_eq!(m.profiled, 0, "settled: {m:?}");
+    assert!(classes(KEY) >= 1, "the shortest length has a class");
+    assert!(m.share() >= 0.995, "{m:?}");
+}

@@ -49,6 +49,7 @@ pub(super) fn finish(p: &PassState) {
     let mut counters = p.helper_counters();
     let mut recorder = None;
     let mut signature = Signature::default();
+    let mut replayed = Signature::default();
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
         let mc = m.counters;
@@ -70,10 +71,11 @@ pub(super) fn finish(p: &PassState) {
         abandon = m.abandoned.or(abandon);
         recorder = m.recorder.take();
         signature = m.signature;
+        replayed = m.replay.signature;
     }
     match p.kind {
         PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
-        PassKind::Replay => finish_replay(p, &mut counters, abandon),
+        PassKind::Replay => finish_replay(p, &mut counters, &replayed, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
             stats::add(&GLOBAL.passes_backend, 1);
@@ -201,7 +203,15 @@ fn abandon_profile(entry: Option<&'static KeyEntry>, reason: AbandonReason) {
     }
 }
 
-fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<AbandonReason>) {
+/// A replayed pass ends: its counters are added, and its divergence and shape noted for
+/// its key (`signature`: its first requests above the lane bound); it gives its
+/// instance back.
+fn finish_replay(
+    p: &PassState,
+    counters: &mut PassCounters,
+    signature: &Signature,
+    abandon: Option<AbandonReason>,
+) {
     stats::add(&GLOBAL.passes_replayed, 1);
     GLOBAL.add_replay(counters);
     if let Some(e) = p.entry {
@@ -214,8 +224,10 @@ fn finish_replay(p: &PassState, counters: &mut PassCounters, abandon: Option<Aba
             // Before the plan is released: once it is, it may be freed and a new plan of
             // the key allocated at its address, which this pass's counts must not reach.
             let cfg = config::config();
-            e.note_replayed(p.slabs, counters, cfg.miss_window, cfg.replan_miss_ratio);
-            e.classes.note_replay(counters, cfg.max_classes);
+            let (ratio, classes) = (cfg.replan_miss_ratio, cfg.max_classes);
+            if !e.note_replay_shape(p.slabs, counters, signature, ratio, classes) {
+                e.note_replayed(p.slabs, counters, cfg.miss_window, ratio);
+            }
         }
     }
     if !p.slabs.is_null() {

@@ -95,6 +95,17 @@ impl Signature {
         }
     }
 
+    /// Adds a request above the lane bound of a replayed pass (the hit path's lane check
+    /// has told it apart already): its large requests are the signature a replay of
+    /// another shape is known by (see [`Classes::note_replay`]).
+    #[inline(always)]
+    pub(crate) fn note_large(&mut self, size: u64, align: u64) {
+        if let Some(slot) = self.large.get_mut(self.count as usize) {
+            *slot = packed(size, align);
+            self.count += 1;
+        }
+    }
+
     /// Whether the signature at `lead` is known: the large request after the `lead`
     /// first seen, or [`SIGNATURE_WINDOW`] requests of any size.
     pub(crate) fn complete(&self, lead: u32) -> bool {
@@ -247,15 +258,25 @@ impl Classes {
         }
     }
 
-    /// A pass replayed this entry's plan with counters `c`. For a key without classes
-    /// (whose passes have no signature) it is the evidence of the plan's shape: a pass
-    /// that did not diverge matches it; one that missed most of what it asked, by count
-    /// or by bytes (a prefill's large blocks among a step's many small ones served by
-    /// lanes), is [`Classes::note_failing`].
+    /// A pass replayed this entry's plan with counters `c` and signature `s` (see
+    /// [`Signature::note_large`]); `other`: it diverged beyond the replan ratio from a
+    /// plan an earlier pass fitted. For a key without classes (whose passes are not
+    /// classified) it is the evidence of the plan's shape: a pass that did not diverge
+    /// matches it; one that missed most of what it asked, by count or by bytes (a
+    /// prefill's large blocks among a step's many small ones served by lanes), is
+    /// [`Classes::note_failing`]; an `other` one whose first large requests part from
+    /// the plan's is of another shape, and the key's passes are classified from its
+    /// next pass on ([`Classes::note_other_shape`]): returns `true` then.
     /// With `max_classes` of 1 the key never has classes: nothing is noted.
-    pub(crate) fn note_replay(&self, c: &PassCounters, max_classes: usize) {
+    pub(crate) fn note_replay(
+        &self,
+        c: &PassCounters,
+        s: &Signature,
+        other: bool,
+        max_classes: usize,
+    ) -> bool {
         if max_classes <= 1 || self.classed() || self.is_class() {
-            return; // classified passes match by signature
+            return false; // classified passes match by signature
         }
         let most = |part: u64, of: u64| part as f64 > FAILING_RATIO * of as f64;
         if c.slab_hits > 0 && c.diverged() == 0 {
@@ -265,6 +286,35 @@ impl Classes {
         {
             self.note_failing();
         }
+        other && self.note_other_shape(s)
+    }
+
+    /// A replayed pass of signature `s` diverged from this key's plan, which other passes
+    /// fit: when `s` parts from the plan's signature, at the lead or past it, the pass
+    /// was of another shape that no window of the key's passes may show (an encoder at a
+    /// few sequence lengths drawn at random, whose shortest length diverges from the
+    /// longest's plan one pass in four): the key's passes are classified from now on,
+    /// at the request where the two part, and that shape founds a class at its next
+    /// pass. A pass with the plan's first requests (a thread's first pass making
+    /// allocations of its own) classifies nothing. Two threads noting passes of other
+    /// shapes at once take the same lead or leads that both part the shapes seen.
+    fn note_other_shape(&self, s: &Signature) -> bool {
+        if self.signature() == 0 {
+            return false;
+        }
+        let plan = self.plan_signature();
+        let Some(parts) = plan.parts_at(s) else {
+            return false;
+        };
+        let lead = self.lead().max(parts);
+        if close(plan.first(lead), s.first(lead)) {
+            return false;
+        }
+        if lead > self.lead() {
+            self.set_lead(lead);
+        }
+        self.set_classed();
+        true
     }
 
     /// A replayed pass of this key (without classes) missed most of what it asked. When
@@ -406,11 +456,46 @@ mod tests {
             ..PassCounters::default()
         };
         let e = classes(512);
-        e.note_replay(&failing, 8);
+        e.note_replay(&failing, &Signature::default(), false, 8);
         assert!(!e.classed());
         e.published(&signature(&[64 << 10]), true);
-        e.note_replay(&failing, 8);
+        e.note_replay(&failing, &Signature::default(), false, 8);
         assert!(e.classed());
+    }
+
+    /// A replayed signature: the large requests of `sizes` (see `Signature::note_large`).
+    fn replayed(sizes: &[u64]) -> Signature {
+        let mut s = Signature::default();
+        for &n in sizes {
+            s.note_large(n, 8);
+        }
+        s
+    }
+
+    #[test]
+    fn a_diverged_replay_whose_first_requests_part_from_the_plans_classifies_the_key() {
+        let diverged = PassCounters {
+            allocations: 100,
+            slab_hits: 80,
+            skipped: 20,
+            ..PassCounters::default()
+        };
+        let e = classes(2048);
+        e.published(&signature(&[2048, 40 << 10, 80 << 10]), true);
+        // A pass with the plan's first requests (a one-off), or one that was not of
+        // another shape: nothing.
+        assert!(!e.note_replay(&diverged, &replayed(&[2048, 40 << 10]), true, 8));
+        assert!(!e.note_replay(&diverged, &replayed(&[2048, 72 << 10]), false, 8));
+        // Nor with classes turned off.
+        assert!(!e.note_replay(&diverged, &replayed(&[2048, 72 << 10]), true, 1));
+        assert!(!e.classed());
+        // Another shape, parting past the first request: classified at the parting.
+        assert!(e.note_replay(&diverged, &replayed(&[2048, 72 << 10]), true, 8));
+        assert!(e.classed());
+        assert_eq!(e.lead(), 1);
+        assert_eq!(e.first(), 40 << 10);
+        // Classified passes match by signature from now on.
+        assert!(!e.note_replay(&diverged, &replayed(&[4096]), true, 8));
     }
 
     #[test]
@@ -426,7 +511,7 @@ mod tests {
         prefill.misses[crate::stats::MissReason::TooLarge as usize] = 10;
         let e = classes(2048);
         e.published(&signature(&[2256, 3072]), true);
-        e.note_replay(&prefill, 8);
+        e.note_replay(&prefill, &Signature::default(), false, 8);
         assert!(e.classed());
     }
 }

@@ -22,6 +22,31 @@ fn beyond(misses: u64, allocs: u64, dbytes: u64, bytes: u64, ratio: f64) -> bool
     over(misses, allocs, ratio) || over(dbytes, bytes, ratio)
 }
 
+/// Divergence misses that make a replayed pass of another shape at the least (unless
+/// most of its bytes diverged): a few misses of a small pass are a smaller shape's
+/// probes (`replay::matching`, rule 5) or one-off requests, and the plan serves the rest.
+pub(crate) const OTHER_SHAPE_MISSES: u64 = 16;
+
+/// Whether a replayed pass's divergence misses (or its diverged bytes) exceed `ratio` of
+/// its allocations (or of its bytes).
+fn pass_diverged(c: &PassCounters, ratio: f64) -> bool {
+    beyond(
+        c.diverged(),
+        c.allocations,
+        c.diverged_bytes,
+        c.slab_bytes + c.diverged_bytes,
+        ratio,
+    )
+}
+
+/// Whether a replayed pass diverged from its plan as a pass of another shape does:
+/// beyond `ratio`, by [`OTHER_SHAPE_MISSES`] requests or more than half its bytes.
+pub(crate) fn other_shape(c: &PassCounters, ratio: f64) -> bool {
+    let all = c.slab_bytes + c.diverged_bytes;
+    pass_diverged(c, ratio)
+        && (c.diverged() >= OTHER_SHAPE_MISSES || over(c.diverged_bytes, all, FAILING_RATIO))
+}
+
 /// What a window's passes say about the key's plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -102,7 +127,7 @@ impl Divergence {
         let skipped = self.skipped.fetch_add(c.skipped, r) + c.skipped;
         let hits = self.hits.fetch_add(c.slab_hits, r) + c.slab_hits;
         let passes = self.passes.fetch_add(1, r) + 1;
-        if c.slab_hits > 0 && !beyond(c.diverged(), c.allocations, c.diverged_bytes, all, ratio) {
+        if c.slab_hits > 0 && !pass_diverged(c, ratio) {
             self.fitted.store(true, r);
         }
         let decided_alone =
@@ -136,6 +161,11 @@ impl Divergence {
         } else {
             Verdict::Diverged
         }
+    }
+
+    /// Whether a pass replayed the plan within the ratio since the window restarted.
+    pub(crate) fn fitted(&self) -> bool {
+        self.fitted.load(Ordering::Relaxed)
     }
 
     /// Empties the window (its streak stays).
@@ -252,6 +282,19 @@ mod tests {
         // A later plan (a merge of profiles) is judged on its window too.
         let later = Divergence::default();
         assert_eq!(notes(&later, false, &[30, 30, 30]), [Keep, Keep, Diverged]);
+    }
+
+    #[test]
+    fn a_pass_of_another_shape_misses_more_than_a_few_probes() {
+        assert!(other_shape(&pass(20), 0.05));
+        // Beyond the ratio, but a few misses only (a smaller shape's probes).
+        assert!(pass_diverged(&pass(8), 0.05));
+        assert!(!other_shape(&pass(8), 0.05));
+        assert!(!other_shape(&pass(2), 0.05));
+        // A few requests that hold most of the pass's bytes.
+        let mut large = pass(2);
+        large.diverged_bytes = 64 * 200;
+        assert!(other_shape(&large, 0.05));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! often it is used (for the cache), its backoff after abandoned profiles, its
 //! divergence window, its counters and the summary of its last profile.
 
-use crate::registry::classes::{Classes, MAX_CLASSES};
-use crate::registry::divergence::{Divergence, Verdict};
+use crate::registry::classes::{Classes, Signature, MAX_CLASSES};
+use crate::registry::divergence::{other_shape, Divergence, Verdict};
 use crate::registry::key_state::{KeyState, StateWord};
 use crate::registry::reclaim::{ReadGuard, Readers, Reclaimer};
 use crate::replay::slab::pool::Slabs;
@@ -304,6 +304,28 @@ impl KeyEntry {
             Verdict::Diverged => self.counters.replans.load(r) < MAX_REPLANS,
             Verdict::Failing => true,
         }
+    }
+
+    /// A replayed pass of `plan` ended with counters `c` and signature `s` (its first
+    /// requests above the lane bound): whether it was of another shape than the plan and
+    /// classified the key (see [`Classes::note_replay`]). It is when it replayed the
+    /// key's current plan, which an earlier pass fitted, diverged from it as a pass of
+    /// another shape does (beyond `ratio`: see [`other_shape`]), and its first large
+    /// requests part from the plan's. Such a pass says nothing about
+    /// the plan: it goes to no divergence window (the caller skips
+    /// [`KeyEntry::note_replayed`]).
+    pub(crate) fn note_replay_shape(
+        &self,
+        plan: *mut Slabs,
+        c: &PassCounters,
+        s: &Signature,
+        ratio: f64,
+        max_classes: usize,
+    ) -> bool {
+        let other = self.state() == KeyState::Planned(plan)
+            && self.divergence.fitted()
+            && other_shape(c, ratio);
+        self.classes.note_replay(c, s, other, max_classes)
     }
 
     /// A replayed pass of `plan` ended: its counts go to the key's divergence window

@@ -6,8 +6,8 @@ use std::alloc::Layout;
 
 use crate::memory::lane_classes;
 use crate::replay::replayer::Replayer;
-use crate::replay::slab::compile::CompiledPlan;
-use crate::replay::slab::instance::{Instance, BLOCK_SHIFT, EMPTY};
+use crate::replay::slab::compile::{CompiledPlan, BLOCK_SHIFT};
+use crate::replay::slab::instance::{Instance, EMPTY};
 use crate::support::sync::{AtomicU32, Ordering};
 
 /// Frees slab pointer `p` owned by `inst`, from any thread.

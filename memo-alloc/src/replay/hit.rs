@@ -9,8 +9,8 @@ use std::alloc::Layout;
 use crate::memory::lane_classes;
 use crate::replay::matching::take;
 use crate::replay::replayer::{ReplayContext, Replayer};
-use crate::replay::slab::compile::{CompiledPlan, Slot, PLANNED};
-use crate::replay::slab::instance::{Instance, BLOCK_SHIFT, EMPTY};
+use crate::replay::slab::compile::{whole_blocks, CompiledPlan, Slot, BLOCK_SHIFT, PLANNED};
+use crate::replay::slab::instance::{Instance, EMPTY};
 use crate::replay::state::{At, NO_SLOT};
 use crate::stats::MissReason;
 use crate::support::sync::{AtomicU32, Ordering};
@@ -36,6 +36,9 @@ pub(crate) unsafe fn alloc<C: ReplayContext>(
     if let Some(class) = lane_classes::class_of(size, layout.align() as u64, plan.lanes.max) {
         return lane_alloc(c, plan, inst, class, size);
     }
+    c.replayer()
+        .signature
+        .note_large(size, layout.align() as u64);
     // The hit path: rule 1, the next slot matches (a pending candidate, if any, is
     // dropped: the sequence is back in step).
     // SAFETY: the cursors are written only by this thread, the instance's owner.
@@ -96,11 +99,12 @@ pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
     // Release pairs with nothing on the hand-out side; it keeps the occupant's stores
     // after the checks above in the eyes of a thread that later frees the pointer.
     let store = |o: &AtomicU32| o.store(index, Ordering::Release);
-    let whole = whole_blocks(slot);
-    if whole.is_empty() {
+    if !slot.spans_blocks {
+        debug_assert!(whole_blocks(slot.group, slot.group_end).is_empty());
         words.iter().for_each(store); // nearly every slot
         return true;
     }
+    let whole = whole_blocks(slot.group, slot.group_end);
     let (group, head_end, tail) = (
         slot.group as usize,
         whole.start << BLOCK_SHIFT,
@@ -113,12 +117,6 @@ pub(crate) fn claim(inst: &Instance, index: u32, slot: &Slot) -> bool {
         .for_each(store);
     words[tail - group..].iter().for_each(store);
     true
-}
-
-/// The blocks `slot` covers whole after the one it starts in (empty for nearly all).
-#[inline(always)]
-fn whole_blocks(slot: &Slot) -> std::ops::Range<usize> {
-    ((slot.group as usize >> BLOCK_SHIFT) + 1)..(slot.group_end as usize >> BLOCK_SHIFT)
 }
 
 /// The block word of group `group`'s block.

@@ -2,6 +2,7 @@
 //! from, the plan, what its matching found out so far), and what replay reads of the
 //! context ([`ReplayContext`]).
 
+use crate::registry::Signature;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::Instance;
 use crate::replay::state::{Lost, Shrink, NO_SLOT};
@@ -36,6 +37,8 @@ pub(crate) struct Replayer {
     pub(crate) shrink: Shrink,
     /// The requests missed in a row, for finding the place again (`matching.rs`, rule 7).
     pub(crate) lost: Lost,
+    /// The first requests above the lane bound (see `registry::Signature::note_large`).
+    pub(crate) signature: Signature,
 }
 
 impl Replayer {
@@ -52,6 +55,7 @@ impl Replayer {
             undo: (u32::MAX, NO_SLOT, NO_SLOT),
             shrink: Shrink::Off,
             lost: Lost::default(),
+            signature: Signature::default(),
         };
         if !inst.is_null() {
             // SAFETY: forwarded.

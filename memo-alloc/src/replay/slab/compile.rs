@@ -95,6 +95,9 @@ pub(crate) struct Slot {
     /// The largest alignment the slot's address is guaranteed to have (log2; its
     /// offset's, capped at the slab base alignment).
     max_align_log2: u8,
+    /// The slot covers whole blocks of groups after the one it starts in (few do: see
+    /// `hit::claim`), so that a hand-out need not work that out.
+    pub(crate) spans_blocks: bool,
 }
 
 // Loom's atomics are larger; the layout matters for the real ones.
@@ -112,6 +115,7 @@ impl Slot {
             flags: AtomicU8::new(0),
             align_log2: 0,
             max_align_log2: 0,
+            spans_blocks: false,
         }
     }
 
@@ -368,7 +372,24 @@ fn assign_groups(slots: &mut [Slot], offsets: &[u64]) {
         s.group_end = offsets
             .partition_point(|&o| o < s.offset + s.size)
             .max(g + 1) as u32;
+        s.spans_blocks = !whole_blocks(s.group, s.group_end).is_empty();
     }
+}
+
+/// Groups per block of an instance's spanning words (`Instance::spanning`), log 2. A slot over thousands of groups (a
+/// large tensor placed over a region of small ones) takes its whole blocks with one word
+/// each, not one word per group. Under loom, blocks of 2 groups, so that its models reach
+/// whole blocks with a few slots.
+#[cfg(not(loom))]
+pub(crate) const BLOCK_SHIFT: u32 = 6;
+#[cfg(loom)]
+pub(crate) const BLOCK_SHIFT: u32 = 1;
+
+/// The blocks of groups a slot over groups `group..group_end` covers whole, after the one
+/// it starts in (empty for nearly all slots).
+#[inline(always)]
+pub(crate) fn whole_blocks(group: u32, group_end: u32) -> std::ops::Range<usize> {
+    ((group as usize >> BLOCK_SHIFT) + 1)..(group_end as usize >> BLOCK_SHIFT)
 }
 
 /// Words one hand-out (and one free) of a slot touches: one per group it covers.

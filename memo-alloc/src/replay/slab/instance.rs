@@ -22,22 +22,13 @@ use std::ptr;
 
 use crate::memory::blocks::{self, Block, Fit};
 use crate::replay::slab::cells::LaneCells;
-use crate::replay::slab::compile::CompiledPlan;
+use crate::replay::slab::compile::{CompiledPlan, BLOCK_SHIFT};
 use crate::replay::state::Cursor;
 use crate::support::fallible::{try_box, try_boxed_slice};
 use crate::support::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering, OwnerCell};
 
 /// No slot is live at this group.
 pub(crate) const EMPTY: u32 = u32::MAX;
-
-/// Groups per block of [`Instance::spanning`], log 2. A slot over thousands of groups (a
-/// large tensor placed over a region of small ones) takes its whole blocks with one word
-/// each, not one word per group. Under loom, blocks of 2 groups, so that its models reach
-/// whole blocks with a few slots.
-#[cfg(not(loom))]
-pub(crate) const BLOCK_SHIFT: u32 = 6;
-#[cfg(loom)]
-pub(crate) const BLOCK_SHIFT: u32 = 1;
 
 pub(super) const FREE: u32 = 0;
 pub(super) const IN_USE: u32 = 1;
