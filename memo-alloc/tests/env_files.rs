@@ -493,9 +493,35 @@ fn concurrent_profiles_write_distinct_files() {
 #[test]
 #[ignore = "child process of fork_during_first_pass_setup"]
 fn child_fork_during_init() {
-    if !is_child() {
-        return;
+    if is_child() {
+        fork_during_init(|| {
+            // SAFETY: the child runs a pass and _exits.
+            unsafe { libc::fork() }
+        });
     }
+}
+
+#[test]
+#[ignore = "child process of a_fork_that_misses_the_handlers_runs_on_the_backend"]
+fn child_clone_during_init() {
+    if is_child() {
+        // A `clone` runs none of the fork handlers: the child is the copy a `fork` makes
+        // when the handlers are registered after it read their list (and, unlike
+        // `fork`, none of glibc's: so only while the setup runs, not beside the
+        // parent's passes, whose locks the child could inherit taken).
+        fork_while_loading(|| {
+            let flags = libc::SIGCHLD as libc::c_long;
+            // SAFETY: a copy of the process, as `fork` makes (no shared memory, the
+            // parent signalled at the exit); the child runs a pass and _exits.
+            let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
+            pid as libc::pid_t
+        });
+    }
+}
+
+/// Forks with `fork` while another thread runs the process's first pass, until it is
+/// done (and 3 times at least); each child runs a pass and must exit within 20 s.
+fn fork_during_init(fork: impl Fn() -> libc::pid_t) {
     use std::sync::atomic::{AtomicBool, Ordering};
     static DONE: AtomicBool = AtomicBool::new(false);
     // The process's first pass: loads every plan of MEMO_PLAN_DIR (slow, on purpose).
@@ -505,42 +531,81 @@ fn child_fork_during_init() {
     });
     let mut forks = 0;
     while !DONE.load(Ordering::SeqCst) || forks < 3 {
-        // SAFETY: the child runs a pass and _exits.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let ok = std::panic::catch_unwind(|| {
-                let _p = memo_alloc::pass("env-fork-child");
-                let v: Vec<u32> = (0..1000).collect();
-                assert_eq!(v[999], 999);
-            })
-            .is_ok();
-            // SAFETY: ends the child at once.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let status = common::wait_bounded(pid, 20).unwrap_or_else(|e| panic!("fork #{forks}: {e}"));
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "fork #{forks}: status {status:#x}"
-        );
+        fork_a_pass(&fork, forks);
         forks += 1;
     }
     first.join().unwrap();
     eprintln!("forked {forks} times during the first pass's setup");
 }
 
-/// A fork while another thread runs the process's first pass (which registers the fork
-/// handlers and loads `MEMO_PLAN_DIR`) leaves a child that can run passes.
-#[test]
-fn fork_during_first_pass_setup() {
-    let dir = scratch("fork-init");
+/// Forks with `fork` once the setup of the process's first pass (on another thread) loads
+/// plans, while it has loaded fewer than a quarter of them: the fork handlers are
+/// registered by then, and the setup is still running.
+fn fork_while_loading(fork: impl Fn() -> libc::pid_t) {
+    let first = std::thread::spawn(|| assert_eq!(plan_pass(), 249_500));
+    let loaded = || memo_alloc::stats().plan_files_loaded;
+    while loaded() == 0 {
+        std::hint::spin_loop();
+    }
+    let mut forks = 0;
+    while loaded() < 100 && forks < 3 {
+        fork_a_pass(&fork, forks);
+        forks += 1;
+    }
+    first.join().unwrap();
+    assert!(forks > 0, "the setup loaded plans too fast");
+    eprintln!("forked {forks} times while the setup loaded plans");
+}
+
+/// Forks with `fork`; the child runs a pass and must exit within 20 s.
+fn fork_a_pass(fork: &impl Fn() -> libc::pid_t, n: usize) {
+    let pid = fork();
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(|| {
+            let _p = memo_alloc::pass("env-fork-child");
+            let v: Vec<u32> = (0..1000).collect();
+            assert_eq!(v[999], 999);
+        })
+        .is_ok();
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let status = common::wait_bounded(pid, 20).unwrap_or_else(|e| panic!("fork #{n}: {e}"));
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "fork #{n}: status {status:#x}"
+    );
+}
+
+/// A directory of 401 plans (slow to load), made by a child process that profiles.
+fn many_plans(name: &str) -> PathBuf {
+    let dir = scratch(name);
     run_child("child_plan_write", &[("MEMO_TRACE_DIR", &dir)]);
-    // Many plans make the setup take a while.
     let text = std::fs::read_to_string(dir.join("env-plan.1.plan.json")).unwrap();
     for i in 0..400 {
         let other = text.replace("\"env-plan\"", &format!("\"env-plan-{i}\""));
         std::fs::write(dir.join(format!("env-plan-{i}.1.plan.json")), other).unwrap();
     }
+    dir
+}
+
+/// A fork while another thread runs the process's first pass (which registers the fork
+/// handlers and loads `MEMO_PLAN_DIR`) leaves a child that can run passes.
+#[test]
+fn fork_during_first_pass_setup() {
+    let dir = many_plans("fork-init");
     run_child("child_fork_during_init", &[("MEMO_PLAN_DIR", &dir)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A child copied from the process with none of the fork handlers run, while another
+/// thread runs the first pass's setup (as when that thread registers the handlers after
+/// `fork` read their list), runs its passes on the backend instead of waiting forever
+/// for a setup it does not have.
+#[test]
+fn a_fork_that_misses_the_handlers_runs_on_the_backend() {
+    let dir = many_plans("clone-init");
+    run_child("child_clone_during_init", &[("MEMO_PLAN_DIR", &dir)]);
     let _ = std::fs::remove_dir_all(&dir);
 }

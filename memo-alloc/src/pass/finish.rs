@@ -6,6 +6,7 @@
 
 use crate::config;
 use crate::pass::context::Context;
+use crate::pass::fork;
 use crate::pass::state::{PassKind, PassState};
 use crate::plan::job::{Job, Pinned};
 use crate::plan::worker;
@@ -91,7 +92,11 @@ pub(super) fn finish(p: &PassState) {
         }
     }
     drop(main);
-    RECLAIMER.reclaim();
+    // A child forked in the middle of the setup (its passes on the backend) leaves the
+    // plans it was copied with alone: the thread that was changing them is not in it.
+    if !fork::disabled() {
+        RECLAIMER.reclaim();
+    }
 }
 
 fn finish_profile(

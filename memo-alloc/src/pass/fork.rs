@@ -16,6 +16,15 @@
 //! middle of it, so no child waits on a copy of another thread's initialisation; the
 //! configuration itself is read before the fork (the prepare handler waits for a thread
 //! reading it), so the child finds it whole.
+//!
+//! One fork escapes the handlers: `fork` reads the list of handlers before it copies the
+//! process, so a thread that registers them in between (the first pass, on another
+//! thread) goes on into the setup, and the child can be a copy of it reading the
+//! configuration, with none of the handlers run. That child would wait forever on the
+//! configuration's `OnceLock`. The registration notes the process it ran in: a process
+//! that finds the handlers registered by another one (its parent) before its own setup
+//! finished is such a child, and runs every pass on the backend as well
+//! ([`registered_here`]).
 
 use crate::config::config;
 use crate::support::sync::{plain, Ordering, SpinLock};
@@ -32,6 +41,8 @@ static mut SETUP: libc::pthread_once_t = libc::PTHREAD_ONCE_INIT;
 static READY: plain::AtomicBool = plain::AtomicBool::new(false);
 /// This process is a child forked before the setup finished: passes run on the backend.
 static DISABLED: plain::AtomicBool = plain::AtomicBool::new(false);
+/// The process that registered the fork handlers (0: none yet).
+static REGISTERED_BY: plain::AtomicU32 = plain::AtomicU32::new(0);
 
 /// Whether a pass has started in this process (the first pass's setup ran).
 pub(crate) fn started() -> bool {
@@ -50,6 +61,9 @@ pub(crate) fn once() {
     // all access to it; `register_fork_handlers` is a plain `extern "C"` function.
     unsafe {
         libc::pthread_once(&raw mut FORK_HANDLERS, register_fork_handlers);
+    }
+    if !disabled() && !registered_here() {
+        DISABLED.store(true, Ordering::Relaxed);
     }
     if disabled() {
         return;
@@ -78,7 +92,18 @@ pub(crate) fn disabled() -> bool {
     DISABLED.load(Ordering::Relaxed)
 }
 
+/// Whether this process registered the fork handlers (they are registered: called after
+/// `FORK_HANDLERS`' `pthread_once`). A child forked after its parent registered them
+/// but before the parent's setup finished did not: either the child handler ran and
+/// disabled it already, or the fork missed the handlers (see the module documentation).
+fn registered_here() -> bool {
+    // SAFETY: `getpid` has no preconditions.
+    REGISTERED_BY.load(Ordering::Relaxed) == unsafe { libc::getpid() } as u32
+}
+
 extern "C" fn register_fork_handlers() {
+    // SAFETY: `getpid` has no preconditions.
+    REGISTERED_BY.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
     // SAFETY: registering plain `extern "C"` functions with no captured state.
     unsafe {
         libc::pthread_atfork(
