@@ -196,9 +196,10 @@ fn trims_pending() -> bool {
 /// the backend keeps their memory, and the slabs that replay the pass come on top of it:
 /// releasing once per profile keeps the peak resident size near one copy of the pass.
 /// jemalloc's arenas are purged only with `purge_arenas`: when a key's passes move from
-/// the backend to slabs (a plan made without a previous one, or a pass that ran on the
-/// backend until its key's plan came). A re-profile's passes ran on the key's previous
-/// plan, and purging after it would only make the backend fault its pages in again.
+/// the backend to slabs (a key's plan made without a previous one, or a pass that ran on
+/// the backend until its key's plan came). A re-profile's passes ran on the key's previous
+/// plan, and a new shape class's on the key's other plans: purging after them would only
+/// make the backend fault its pages in again.
 fn trim(purge_arenas: bool) {
     let asked = TRIMS_ASKED.load(Ordering::Acquire);
     // A trim asked for by a pass that ran on the backend purges too.
@@ -216,7 +217,11 @@ fn trim(purge_arenas: bool) {
 /// process's exit would wait for them.
 fn run(job: Job) {
     let entry = job.entry;
-    let first_plan = job.base.is_none();
+    // A key's first plan moves its passes from the backend to slabs: purge. A shape
+    // class's first plan does not (the key's passes are on slabs already), and what its
+    // profiled pass freed is what the key's next backend requests reuse (a decoding
+    // loop's escaping cache, which a purge after its prefill's class would fault back).
+    let first_plan = job.base.is_none() && !entry.is_some_and(|e| e.classes.is_class());
     let planned =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(config::config())));
     if planned.is_err() {
