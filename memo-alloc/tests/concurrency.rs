@@ -176,10 +176,16 @@ fn many_threads_share_keys_and_free_each_others_buffers() {
     for key in SHARED.iter().chain(OWN.iter()) {
         let r = memo_alloc::report(key).expect("report");
         assert!(r.passes_profiled >= 1, "{r:?}");
-        assert!(
-            r.passes_profiled + r.passes_replayed + r.passes_backend >= 20,
-            "{r:?}"
-        );
+        // A pass a shape class of the key decided counts in the class's report (the
+        // buffers handed to other threads can make a re-profile of another shape).
+        let class = format!("{key}#");
+        let passes: u64 = memo_alloc::keys()
+            .iter()
+            .filter(|k| *k == key || k.starts_with(&class))
+            .filter_map(|k| memo_alloc::report(k))
+            .map(|c| c.passes_profiled + c.passes_replayed + c.passes_backend)
+            .sum();
+        assert!(passes >= 20, "{passes} passes: {r:?}");
         assert_ne!(r.state, PlanState::Profiling, "{r:?}");
     }
     assert!(CHECKED.load(Ordering::Relaxed) > THREADS * PASSES * 12);
