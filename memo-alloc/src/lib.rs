@@ -81,7 +81,11 @@
 //! window and merges. A re-profile of another shape than a plan no pass matched
 //! replaces that plan instead; when the replaced shape comes back (a replay that misses
 //! most of its requests or of its bytes: a decoding loop's prefill on its steps' plan),
-//! the key is classed, and that shape founds a class at its next pass.
+//! the key is classed, and that shape founds a class at its next pass. So is a key one of
+//! whose replays diverges from a plan other passes fit (beyond the replan ratio, by 16
+//! requests or more, or most of its bytes) with first large requests that part from the
+//! plan's: a length drawn now and then whose shape the longest length's plan does not
+//! serve, between lengths it does.
 //!
 //! From then on each pass of the key is decided by its signature at the lead, at
 //! whatever op-scope depth the deciding request comes: until then its requests go to the
