@@ -5,6 +5,9 @@
 //! arenas (`tests/backend_release.rs`). Measured on the process's resident size, in a
 //! test binary of its own whose backend is jemalloc.
 
+mod common;
+
+use common::rss_bytes;
 use memo_alloc::{Jemalloc, MemoAlloc};
 
 #[global_allocator]
@@ -14,17 +17,6 @@ const KEY: &str = "class-release";
 const MIB: u64 = 1 << 20;
 /// Buffers of a pass, alive together.
 const BUFFERS: usize = 512;
-
-/// The process's resident size (`/proc/self/statm`, in pages).
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("statm's resident field");
-    pages * 4096
-}
 
 /// A pass of buffers of `size` bytes, each page written; returns a checksum.
 fn pass(size: usize) -> u64 {
@@ -52,10 +44,10 @@ fn a_shape_class_plan_keeps_jemallocs_free_pages() {
                                     // The other shape on the small shape's plan: its buffers miss, to jemalloc, and the
                                     // key's passes are classified from the next.
     let large = pass(LARGE);
-    let before = resident_bytes();
+    let before = rss_bytes();
     assert_eq!(pass(LARGE), large); // founds its class: profiled on jemalloc's free pages
     wait();
-    let after = resident_bytes();
+    let after = rss_bytes();
     assert_eq!(
         memo_alloc::report(KEY).expect("report").shape_classes,
         1,

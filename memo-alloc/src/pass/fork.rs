@@ -62,10 +62,8 @@ pub(crate) fn once() {
     unsafe {
         libc::pthread_once(&raw mut FORK_HANDLERS, register_fork_handlers);
     }
-    if !disabled() && !registered_here() {
+    if disabled() || !registered_here() {
         DISABLED.store(true, Ordering::Relaxed);
-    }
-    if disabled() {
         return;
     }
     // SAFETY: `SETUP` is only ever passed to `pthread_once`; `setup` is a plain
