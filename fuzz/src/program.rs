@@ -75,7 +75,8 @@ pub enum Step {
     Failing { size: u16 },
     /// Requests from now on in node `node % (nodes + 1)` (the last: unknown to the plan).
     Node(u8),
-    /// Frees the `k`-th live block (in address order).
+    /// Frees the `k`-th live block (in address order), on the pass's thread for `k < 128`,
+    /// else as from another thread.
     Free(u8),
     /// Reallocs the `k`-th live block to `size` bytes.
     Realloc(u8, u16),
@@ -254,7 +255,13 @@ impl Run {
         unsafe { self.live.remove(p) };
         let (layout, from) = self.layouts.remove(&(p as usize)).expect("a live block");
         match from {
-            // SAFETY: a live slab pointer of this driver.
+            // SAFETY: a live slab pointer of this driver. Half the frees are made as
+            // from another thread (a lane cell is then not kept for the pass).
+            From::Slab if k >= 128 => unsafe {
+                self.driver
+                    .free_elsewhere(std::ptr::NonNull::new_unchecked(p))
+            },
+            // SAFETY: as above.
             From::Slab => unsafe { self.driver.free(std::ptr::NonNull::new_unchecked(p)) },
             // SAFETY: a live block of `System`, of `layout`.
             From::Backend => unsafe { System.dealloc(p, layout) },

@@ -31,7 +31,9 @@
 //! `run_stack_hands_every_run_over_once`;
 //! a lane cell's free (`fetch_and`) or hand-out (`fetch_or`) `Relaxed` fails
 //! `lane_cell_hand_off`; parking that gives the lane block back without seeing its cells
-//! free fails `park_with_a_cell_elsewhere`;
+//! free fails `park_with_a_cell_elsewhere`; clearing a context's kept cells
+//! (`FreedCells::flush`) with a load and a store instead of `fetch_and` fails
+//! `kept_cell_beside_a_free_elsewhere`;
 //! a replayed pass noting its divergence window after releasing its plan (so that a
 //! successor allocated where the freed plan was is marked stale by the old plan's pass)
 //! fails `failing_replay_racing_eviction_and_publication`;
@@ -51,6 +53,7 @@ use crate::format::trace::{
 use crate::memory::run_stack::{Run, RunStack};
 use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState, Signature};
+use crate::replay::slab::cells::FreedCells;
 use crate::replay::slab::compile::{CompiledPlan, Slot};
 use crate::replay::slab::instance::Instance;
 use crate::replay::slab::pool::Slabs;
@@ -302,6 +305,56 @@ fn lane_cell_hand_off() {
             let o = i.lanes.alloc(layout, 0).expect("free after the join");
             mem.write_at(o, 16);
         }
+    });
+}
+
+/// A lane cell kept for its context (`FreedCells`) beside a free on another thread: the
+/// owner keeps cell `a` (its bit stays set) while another thread uses and frees cell `b`
+/// of the same bitmap word; the owner's other hand-out never takes `a` and uses `b` only
+/// after that thread's last use; the owner takes `a` back, keeps it again and flushes.
+/// No update of the word is lost: nothing is live at the end.
+#[test]
+fn kept_cell_beside_a_free_elsewhere() {
+    model(|| {
+        let lanes = PlanLanes {
+            max: 32,
+            cells: vec![0, 2],
+            requests: 0,
+            ..PlanLanes::default()
+        };
+        let slabs: &'static Slabs = Box::leak(Slabs::new(plan_with_lanes(&[], lanes), 1).unwrap());
+        let mem = Arc::new(Memory::new());
+        let inst = acquire(slabs).unwrap();
+        // SAFETY: the instance lives as long as its pool, which is leaked.
+        let i = unsafe { &*inst };
+        let layout = &slabs.plan.lanes;
+        let a = i.lanes.alloc(layout, 1).expect("a free cell");
+        let b = i.lanes.alloc(layout, 1).expect("a second cell");
+        mem.write_at(a, 32);
+        mem.write_at(b, 32);
+        // SAFETY: the cell lies in the instance's lane block, held by this pass.
+        let shared = Shared(inst, unsafe { i.lane_base().add(b as usize) });
+        let m = mem.clone();
+        let freer = spawn(move || {
+            let Shared(inst, p) = shared;
+            m.write_at(b, 32);
+            // SAFETY: `p` is cell `b`'s live pointer, freed once.
+            unsafe { free::free(inst.cast(), p) };
+        });
+        let mut kept = FreedCells::default();
+        kept.put(&i.lanes, layout, a);
+        let other = i.lanes.alloc(layout, 1);
+        assert_ne!(other, Some(a), "a kept cell is its context's alone");
+        if let Some(o) = other {
+            mem.write_at(o, 32);
+            i.lanes.free(layout, o);
+        }
+        assert_eq!(kept.take(layout, 1), Some(a));
+        mem.write_at(a, 32);
+        kept.put(&i.lanes, layout, a);
+        kept.flush(&i.lanes);
+        freer.join().unwrap();
+        assert!(!i.lanes.any_live());
     });
 }
 

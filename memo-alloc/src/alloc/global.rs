@@ -8,6 +8,7 @@ use crate::memory::release::BackendKind;
 use crate::memory::{own_blocks, region};
 use crate::pass::abandon_running;
 use crate::pass::context::Context;
+use crate::replay::replayer::Replayer;
 use crate::replay::{free, hit};
 use crate::stats::{AbandonReason, MissReason};
 use crate::support::thread::{self, AllocPath};
@@ -37,8 +38,9 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
                 // SAFETY: a live own block, of `layout.size()` bytes.
                 return unsafe { self.dealloc_own(ptr, layout.size()) };
             }
-            // SAFETY: a live pointer we handed out from a slab, and its chunk's owner.
-            return unsafe { free::free(owner, ptr) };
+            // SAFETY: a live pointer we handed out from a slab, and its chunk's owner;
+            // `replaying` gives this thread's replayed context.
+            return unsafe { free::free_from(owner, ptr, replaying) };
         }
         match thread::path() {
             // SAFETY: forwarded.
@@ -69,6 +71,16 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for MemoAlloc<B> {
             _ => unsafe { self.backend.realloc(ptr, layout, new_size) },
         }
     }
+}
+
+/// The replay of this thread's replayed context, if it is in one (for a lane free, see
+/// `free::free_from`).
+#[inline]
+fn replaying<'a>() -> Option<&'a mut Replayer> {
+    let (path, pass) = thread::path_and_context();
+    // SAFETY: `path == Replay` only while `pass` is this thread's replayed pass, which no
+    // caller of the free path holds a reference to (the replay code does not free).
+    (path == AllocPath::Replay).then(|| unsafe { &mut (*pass.cast::<Context>()).replay })
 }
 
 /// The allocator (**contract**): `MemoAlloc::system()` over the system allocator,
@@ -278,7 +290,7 @@ impl<B: GlobalAlloc> MemoAlloc<B> {
         // live slab pointer, freed once.
         unsafe {
             std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-            free::free(owner, ptr);
+            free::free_from(owner, ptr, replaying);
         }
         new
     }

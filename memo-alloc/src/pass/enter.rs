@@ -177,6 +177,7 @@ pub(crate) fn leave(serial: u64) {
     // alone (popped); `unboxed` below is its end.
     let c = unsafe { &mut *ctx };
     if c.replay.has_slab() {
+        c.replay.flush_freed(); // before the pass can give the instance back
         release_helper_claim(p, c.root);
     }
     c.counters.allocations = match p.kind {
@@ -284,6 +285,8 @@ pub(crate) fn park(p: &PassState) {
     let Some(m) = (unsafe { main.as_mut() }) else {
         return;
     };
+    // Cells it kept count as live to `park`.
+    m.replay.flush_freed();
     // SAFETY: the pass holds `inst` and is registered with its plan until it is
     // finished; alone and between polls, nobody hands out its slots.
     if m.replay.has_slab() && unsafe { (*p.slabs).park(inst) } {

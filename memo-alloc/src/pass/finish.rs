@@ -53,6 +53,7 @@ pub(super) fn finish(p: &PassState) {
     let mut replayed = Signature::default();
     let mut abandon = p.abandoned().map(|i| AbandonReason::ALL[i]);
     if let Some(m) = main.as_mut() {
+        m.replay.flush_freed(); // before the instance goes back to its pool
         let mc = m.counters;
         if p.kind == PassKind::Replay {
             // Counted on the backend: allocations made while the context had no slab

@@ -30,13 +30,35 @@ use crate::support::sync::{AtomicU32, Ordering};
 #[inline]
 pub(crate) unsafe fn free(inst: *mut (), p: *mut u8) {
     // SAFETY: forwarded contract.
+    unsafe { free_from(inst, p, || None) }
+}
+
+/// [`free`], from a thread whose replayed context, if it has one, `current` gives (asked
+/// only for a lane cell): a cell of the instance that context hands out from is kept for
+/// its next requests (`Replayer::freed`) instead of cleared.
+///
+/// # Safety
+/// As [`free`]; the replay `current` returns is this thread's current context's, and no
+/// other reference to it is live.
+#[inline]
+pub(crate) unsafe fn free_from<'r>(
+    inst: *mut (),
+    p: *mut u8,
+    current: impl FnOnce() -> Option<&'r mut Replayer>,
+) {
+    // SAFETY: forwarded contract.
     let Some((inst, plan, place)) = (unsafe { slab_place(inst, p) }) else {
         return;
     };
     let offset = match place {
         Place::Slot(offset) => offset,
         Place::Cell(offset) => {
-            inst.lanes.free(&plan.lanes, offset); // last: the instance may go after it
+            match current() {
+                Some(r) if std::ptr::eq(r.inst, inst) => {
+                    r.freed.put(&inst.lanes, &plan.lanes, offset)
+                }
+                _ => inst.lanes.free(&plan.lanes, offset), // last: the instance may go after it
+            }
             return;
         }
     };
@@ -112,10 +134,11 @@ pub(crate) unsafe fn capacity(inst: *mut (), p: *mut u8) -> u64 {
 
 /// A realloc of lane cell `p` past its cell, in the replayed pass that holds the cell's
 /// instance: the chain moves to a free cell of the new size's class (or of a class above,
-/// as a full class borrows), its bytes copied, the old cell freed. A profile counts the chain
-/// in that class from the realloc on (see `lane_count.rs`). `None` when `p` is a slot or a
-/// cell of another instance, the new size is past the lanes or no cell is free: the
-/// caller moves the chain to the backend.
+/// as a full class borrows; one the context kept first), its bytes copied, the old cell
+/// kept for the context. A profile counts the chain in that class from the realloc on
+/// (see `lane_count.rs`). `None` when `p` is a slot or a cell of another instance, the
+/// new size is past the lanes or no cell is free: the caller moves the chain to the
+/// backend.
 ///
 /// # Safety
 /// As [`slab_place`] for `inst` and `p` (`layout` is `p`'s); `r` is the replay of this
@@ -136,8 +159,11 @@ pub(crate) unsafe fn lane_grow(
         return None;
     }
     let class = lane_classes::class_of(new_size as u64, layout.align() as u64, plan.lanes.max)?;
-    let to = (inst.lanes.alloc(&plan.lanes, class))
-        .or_else(|| inst.lanes.alloc_above(&plan.lanes, class))?;
+    let lanes = &plan.lanes;
+    let to = (r.freed.take(lanes, class))
+        .or_else(|| inst.lanes.alloc(lanes, class))
+        .or_else(|| r.freed.take_above(lanes, class))
+        .or_else(|| inst.lanes.alloc_above(lanes, class))?;
     debug_assert!(to + new_size as u64 <= plan.lanes.bytes && layout.size() < new_size);
     // SAFETY: the new cell lies in the instance's lane block, which the pass holds; it
     // was free, so it does not overlap `p`'s cell, whose first `layout.size()` bytes are
@@ -147,7 +173,7 @@ pub(crate) unsafe fn lane_grow(
         std::ptr::copy_nonoverlapping(p, new, layout.size());
         new
     };
-    inst.lanes.free(&plan.lanes, offset);
+    r.freed.put(&inst.lanes, lanes, offset);
     Some(new)
 }
 

@@ -205,7 +205,8 @@ fn lane_alloc<C: ReplayContext>(
     lane_cell(c, plan, inst, class, size)
 }
 
-/// A free cell of class `class` (else see [`lane_borrow`]).
+/// A free cell of class `class`: one the context kept (see `Replayer::freed`), else one
+/// of the bitmap, else see [`lane_borrow`].
 #[inline(always)]
 fn lane_cell<C: ReplayContext>(
     c: &mut C,
@@ -214,6 +215,10 @@ fn lane_cell<C: ReplayContext>(
     class: usize,
     size: u64,
 ) -> Result<*mut u8, MissReason> {
+    // A cell this context freed itself first: no bitmap access, and likely still cached.
+    if let Some(offset) = c.replayer().freed.take(&plan.lanes, class) {
+        return lane_hit(c, plan, offset, size);
+    }
     let Some(offset) = inst.lanes.alloc(&plan.lanes, class) else {
         return lane_borrow(c, plan, inst, class, size);
     };
@@ -265,7 +270,7 @@ fn lane_escape<C: ReplayContext>(
 }
 
 /// A lane request whose class is full: a free cell of the smallest class above it with
-/// one, or an overlap miss when every cell of those is live too (the pass holds more
+/// one (kept by the context, else of the bitmap), or an overlap miss when every cell of those is live too (the pass holds more
 /// than its profiles did).
 #[cold]
 #[inline(never)]
@@ -276,7 +281,8 @@ fn lane_borrow<C: ReplayContext>(
     class: usize,
     size: u64,
 ) -> Result<*mut u8, MissReason> {
-    let Some(offset) = inst.lanes.alloc_above(&plan.lanes, class) else {
+    let kept = c.replayer().freed.take_above(&plan.lanes, class);
+    let Some(offset) = kept.or_else(|| inst.lanes.alloc_above(&plan.lanes, class)) else {
         // Its node counted it if the plan lists escapes (see `lane_alloc`).
         let counted = if plan.lists_lane_escapes() {
             LANE_COUNTED

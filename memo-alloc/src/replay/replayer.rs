@@ -3,6 +3,7 @@
 //! context ([`ReplayContext`]).
 
 use crate::registry::Signature;
+use crate::replay::slab::cells::FreedCells;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::Instance;
 use crate::replay::state::{Lost, Shrink, NO_SLOT};
@@ -39,6 +40,9 @@ pub(crate) struct Replayer {
     pub(crate) lost: Lost,
     /// The first requests above the lane bound (see `registry::Signature::note_large`).
     pub(crate) signature: Signature,
+    /// Lane cells of `inst` freed on the context's thread, kept for its next requests
+    /// (see `cells.rs`): cleared when the context stops handing out from `inst`.
+    pub(crate) freed: FreedCells,
 }
 
 impl Replayer {
@@ -56,6 +60,7 @@ impl Replayer {
             shrink: Shrink::Off,
             lost: Lost::default(),
             signature: Signature::default(),
+            freed: FreedCells::default(),
         };
         if !inst.is_null() {
             // SAFETY: forwarded.
@@ -76,6 +81,7 @@ impl Replayer {
     ///
     /// [`detach`]: Replayer::detach
     pub(crate) unsafe fn attach(&mut self, inst: *mut Instance) {
+        self.flush_freed();
         self.inst = inst;
         // SAFETY: held by the pass, with its blocks (the caller's contract).
         (self.base, self.lane_base) = unsafe { ((*inst).base(), (*inst).lane_base()) };
@@ -83,8 +89,34 @@ impl Replayer {
 
     /// Hands out from no instance: its requests go to the backend.
     pub(crate) fn detach(&mut self) {
+        self.flush_freed();
         self.inst = std::ptr::null_mut();
         self.base = std::ptr::null_mut();
         self.lane_base = std::ptr::null_mut();
+    }
+}
+
+impl Replayer {
+    /// Clears the lane cells the context kept (see [`Replayer::freed`]) in its instance's
+    /// bitmap: from then on any context may take them, and this one no longer touches
+    /// the instance for them. Called before the context detaches, before its pass parks
+    /// or gives the instance back, and when the replay is dropped.
+    pub(crate) fn flush_freed(&mut self) {
+        if self.freed.is_empty() {
+            return;
+        }
+        debug_assert!(!self.inst.is_null(), "cells kept without an instance");
+        // SAFETY: a kept cell's bit is set, so the instance is not retired (retirement
+        // waits for every cell to be free) and its bitmap is still there, whether or not
+        // the pass still holds it.
+        if let Some(inst) = unsafe { self.inst.as_ref() } {
+            self.freed.flush(&inst.lanes);
+        }
+    }
+}
+
+impl Drop for Replayer {
+    fn drop(&mut self) {
+        self.flush_freed();
     }
 }

@@ -138,12 +138,25 @@ impl ReplayDriver {
         region::lookup(p.cast_mut()).is_some()
     }
 
-    /// Frees slab pointer `p`, as `dealloc` does.
+    /// Frees slab pointer `p`, as `dealloc` does on the running pass's thread: a lane
+    /// cell of the running pass's instance is kept for its next requests.
     ///
     /// # Safety
     /// `p` was handed out by this driver's [`ReplayDriver::alloc`] or
     /// [`ReplayDriver::realloc`] and not freed since.
     pub unsafe fn free(&mut self, p: NonNull<u8>) {
+        let owner = region::lookup(p.as_ptr()).expect("a slab pointer");
+        let replayer = &mut self.context.replayer;
+        // SAFETY: a live pointer this driver handed out, and its chunk's owner; the
+        // replayer is the running pass's.
+        unsafe { free::free_from(owner, p.as_ptr(), || Some(replayer)) };
+    }
+
+    /// Frees slab pointer `p` as `dealloc` does on a thread outside the running pass.
+    ///
+    /// # Safety
+    /// As [`ReplayDriver::free`].
+    pub unsafe fn free_elsewhere(&mut self, p: NonNull<u8>) {
         let owner = region::lookup(p.as_ptr()).expect("a slab pointer");
         // SAFETY: a live pointer this driver handed out, and its chunk's owner.
         unsafe { free::free(owner, p.as_ptr()) };
@@ -221,5 +234,76 @@ impl Drop for ReplayDriver {
         }
         // Otherwise something is still live in it: the plan is leaked, never freed under
         // a live pointer.
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::format::trace::{
+        PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
+    };
+
+    /// A plan of one 64-byte slot and two 16-byte lane cells.
+    fn two_cells() -> PlanFile {
+        PlanFile {
+            format: PLAN_FORMAT.into(),
+            version: FORMAT_VERSION,
+            key: "kept".into(),
+            strategy: "test".into(),
+            height: 64,
+            lower_bound: 64,
+            naive: 64,
+            scopes: vec![TraceScope {
+                id: 0,
+                parent: None,
+                name: "kept".into(),
+                occurrence: 0,
+                enter: None,
+                exit: None,
+            }],
+            slots: vec![PlanSlot {
+                scope: 0,
+                ordinal: 0,
+                size: 64,
+                min_size: None,
+                align: 16,
+                offset: Some(0),
+                lifetime: None,
+            }],
+            lanes: PlanLanes {
+                max: 16,
+                cells: vec![2],
+                requests: 2,
+                ..PlanLanes::default()
+            },
+        }
+    }
+
+    /// A lane cell freed on its pass's thread stays live in the bitmap, kept for the pass:
+    /// its next request of the class takes it back, and the pass's end frees it. One freed
+    /// elsewhere is free at once.
+    #[test]
+    fn a_cell_freed_in_its_pass_is_kept_until_the_pass_ends() {
+        let mut d = ReplayDriver::new(&two_cells()).unwrap();
+        let small = Layout::from_size_align(16, 8).unwrap();
+        let a = d.alloc(small, false).unwrap();
+        let b = d.alloc(small, false).unwrap();
+        let inst = d.inst;
+        // SAFETY: the running pass holds the instance; it lives as long as the driver.
+        let live = || unsafe { (*inst).lanes.live() };
+        assert_eq!(live(), 2);
+        // SAFETY: live pointers of this driver, each freed once.
+        unsafe { d.free(a) };
+        assert_eq!(live(), 2, "kept for the pass");
+        assert_eq!(d.alloc(small, false), Ok(a));
+        // SAFETY: as above.
+        unsafe { d.free_elsewhere(b) };
+        assert_eq!(live(), 1, "freed elsewhere: free at once");
+        // SAFETY: as above.
+        unsafe { d.free(a) };
+        assert_eq!(live(), 1);
+        d.next_pass();
+        assert_eq!(live(), 0, "the pass's end frees what it kept");
     }
 }

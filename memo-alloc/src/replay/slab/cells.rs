@@ -5,7 +5,14 @@
 //!   it happens-before the cell's reuse), scanning the class's words from where the last
 //!   hand-out found one;
 //! - a free, on any thread, clears its cell's bit (`fetch_and`, Release), the last access
-//!   to the instance it makes (as a slot's first group word, see `replay::free`).
+//!   to the instance it makes (as a slot's first group word, see `replay::free`);
+//! - except that a free on the thread of a context handing out from the same instance
+//!   keeps the cell for that context ([`FreedCells`]): its bit stays set, the context's
+//!   next request of the class takes it back without touching the bitmap, and what the
+//!   context still keeps is cleared when it stops handing out from the instance. A pass
+//!   that frees as it goes then makes no locked read-modify-write per small request (each
+//!   one waits for the thread's pending stores, which after a tensor's worth of writes is
+//!   most of its cost), and reuses the cell it freed last, still in the cache.
 //!
 //! Cells are aligned to their size: classes are laid out largest first from the lane
 //! block's base, which is chunk-aligned.
@@ -223,6 +230,24 @@ impl LaneCells {
         debug_assert!(before & bit != 0, "a lane cell freed twice");
     }
 
+    /// Clears the bits `mask` of bitmap word `word` (cells a context kept, see
+    /// [`FreedCells`]): the last access to the instance, as a free's.
+    #[inline]
+    fn clear(&self, word: u32, mask: u64) {
+        if let Some(w) = self.words.get(word as usize) {
+            // Release: the program's accesses to the cells happen-before their reuse.
+            let before = w.fetch_and(!mask, Ordering::Release);
+            debug_assert_eq!(before & mask, mask, "a kept cell that was not live");
+        }
+    }
+
+    /// Whether cell `bit` of bitmap word `word` is set (a snapshot, for assertions).
+    fn is_set(&self, word: u32, bit: u64) -> bool {
+        self.words
+            .get(word as usize)
+            .is_some_and(|w| w.load(Ordering::Relaxed) & bit != 0)
+    }
+
     /// Live cells (a snapshot).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn live(&self) -> u64 {
@@ -237,6 +262,91 @@ impl LaneCells {
         self.words
             .iter()
             .any(|word| word.load(Ordering::Acquire) != 0)
+    }
+}
+
+/// The cells of one instance that one context freed and keeps for its own next requests,
+/// at most one bitmap word's worth per class: their bits stay set (live, to every other
+/// context), so no one else hands them out or clears them, until [`FreedCells::flush`].
+///
+/// Owned by the context's replay; only the thread in the context uses it.
+#[derive(Debug)]
+pub(crate) struct FreedCells {
+    /// Per class, the bitmap word the kept cells are in.
+    words: [u32; CLASSES],
+    /// Per class, the kept cells of that word (0: none kept).
+    masks: [u64; CLASSES],
+}
+
+impl Default for FreedCells {
+    fn default() -> FreedCells {
+        FreedCells {
+            words: [0; CLASSES],
+            masks: [0; CLASSES],
+        }
+    }
+}
+
+impl FreedCells {
+    /// Whether no cell is kept.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.masks.iter().all(|&m| m == 0)
+    }
+
+    /// Takes back a kept cell of class `class` (the lowest of its word); its lane-block
+    /// offset. Its bit is still set: it is live again.
+    #[inline(always)]
+    pub(crate) fn take(&mut self, layout: &LaneLayout, class: usize) -> Option<u64> {
+        let mask = self.masks.get_mut(class)?;
+        if *mask == 0 {
+            return None;
+        }
+        let bit = mask.trailing_zeros();
+        *mask &= *mask - 1;
+        let c = &layout.classes[class];
+        let cell = (self.words[class] - c.word) as u64 * BITS as u64 + bit as u64;
+        debug_assert!(cell < c.cells as u64);
+        Some(c.offset + (cell << (MIN_CELL_LOG2 as usize + class)))
+    }
+
+    /// Takes back a kept cell of the smallest class above `class` that keeps one (a full
+    /// class borrows, see [`LaneCells::alloc_above`]).
+    #[cold]
+    pub(crate) fn take_above(&mut self, layout: &LaneLayout, class: usize) -> Option<u64> {
+        (class + 1..classes_below(layout.max)).find_map(|k| self.take(layout, k))
+    }
+
+    /// Keeps the live cell at lane-block offset `offset` of `cells` (this context's
+    /// instance), freed by the program: when the class keeps cells of another word, those
+    /// are cleared first.
+    #[inline]
+    pub(crate) fn put(&mut self, cells: &LaneCells, layout: &LaneLayout, offset: u64) {
+        let Some((k, cell)) = layout.cell_at(offset) else {
+            debug_assert!(false, "a lane free between cells");
+            return;
+        };
+        let word = layout.classes[k].word + (cell / BITS) as u32;
+        let bit = 1u64 << (cell % BITS);
+        debug_assert!(cells.is_set(word, bit), "a lane cell freed twice");
+        if self.words[k] != word {
+            if self.masks[k] != 0 {
+                cells.clear(self.words[k], self.masks[k]);
+            }
+            self.words[k] = word;
+            self.masks[k] = 0;
+        }
+        debug_assert!(self.masks[k] & bit == 0, "a kept cell freed again");
+        self.masks[k] |= bit;
+    }
+
+    /// Clears every kept cell in `cells`, which it was kept from: they are free to every
+    /// context again. Once it is done, this context may no longer touch the instance.
+    pub(crate) fn flush(&mut self, cells: &LaneCells) {
+        for (word, mask) in self.words.iter().zip(self.masks.iter_mut()) {
+            if *mask != 0 {
+                cells.clear(*word, std::mem::take(mask));
+            }
+        }
     }
 }
 
@@ -315,5 +425,34 @@ mod tests {
         }
         assert_eq!(cells.live(), 1);
         assert!(cells.any_live());
+    }
+
+    /// A kept cell stays live in the bitmap and comes back to its context first; another
+    /// word's free clears what the class kept; a flush clears the rest.
+    #[test]
+    fn a_freed_cell_is_kept_for_its_context_until_flushed() {
+        let l = LaneLayout::new(64, &[70, 2]);
+        let cells = LaneCells::new(&l).unwrap();
+        let mut kept = FreedCells::default();
+        let got: Vec<u64> = (0..70).map(|_| cells.alloc(&l, 0).unwrap()).collect();
+        kept.put(&cells, &l, got[5]);
+        kept.put(&cells, &l, got[2]);
+        assert_eq!(cells.live(), 70, "kept cells stay set");
+        assert_eq!(cells.alloc(&l, 0), None, "and no other context takes them");
+        assert_eq!(kept.take(&l, 0), Some(got[2]));
+        assert_eq!(kept.take(&l, 1), None, "another class keeps nothing");
+        // A cell of the class's second word: the first word's kept cell is cleared.
+        kept.put(&cells, &l, got[66]);
+        assert_eq!(cells.live(), 69);
+        assert_eq!(cells.alloc(&l, 0), Some(got[5]));
+        kept.put(&cells, &l, got[64]);
+        assert!(!kept.is_empty());
+        kept.flush(&cells);
+        assert!(kept.is_empty());
+        assert_eq!(cells.live(), 68);
+        assert_eq!(kept.take(&l, 0), None);
+        let b = cells.alloc(&l, 1).unwrap();
+        kept.put(&cells, &l, b);
+        assert_eq!(kept.take(&l, 1), Some(b));
     }
 }
