@@ -6,6 +6,8 @@
 use crate::pass::context::{Context, UNKNOWN};
 use crate::pass::enter::abandon_running;
 use crate::pass::state::PassKind;
+use crate::replay::state::Cursor;
+use crate::support::prefetch::prefetch;
 use crate::support::thread;
 
 /// The scope node of op `name` entered under node `parent` of the context.
@@ -40,11 +42,23 @@ pub(crate) fn enter_node(ctx: &mut Context, parent: u32, name: &'static str) -> 
             k
         })
     };
-    if k < count {
-        base + k
-    } else {
-        UNKNOWN
+    if k >= count {
+        return UNKNOWN;
     }
+    let node = base + k;
+    // What the next ops will look up, into the cache while this one runs (see `Ahead`).
+    // SAFETY: the cursors and occurrences are written only by the thread in the context
+    // (as above), and only read here.
+    unsafe {
+        inst.cursors.with_mut(|cursors| {
+            if let Some(&Cursor { ahead, .. }) = cursors.get(node as usize) {
+                plan.prefetch_ahead(&ahead);
+                prefetch(cursors, ahead.node);
+                inst.occurrences.with_mut(|occ| prefetch(occ, ahead.base));
+            }
+        })
+    };
+    node
 }
 
 /// A context whose pass was just decided (its recorder or replayer set, nothing of it

@@ -25,6 +25,31 @@ pub(crate) struct Cursor {
     /// The lane ordinal of the node's next escaping lane request ([`NO_SLOT`]: none; see
     /// `CompiledPlan::lane_escape`).
     pub(crate) escape: u32,
+    /// What entering this node prefetches for the ops the profile entered after it (see
+    /// `pass::scopes::enter_node`).
+    pub(crate) ahead: Ahead,
+}
+
+/// The lookups of the ops a profile entered after a node, which entering that node
+/// prefetches: the next op's first slot, and the cursor, scope-group entry and occurrence
+/// count of the op after it (two ahead: a lead of one op is often too short to hide a
+/// miss). [`NO_SLOT`]: nothing to prefetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ahead {
+    pub(crate) slot: u32,
+    pub(crate) node: u32,
+    pub(crate) group: u32,
+    pub(crate) base: u32,
+}
+
+impl Ahead {
+    /// Nothing to prefetch.
+    pub(crate) const NONE: Ahead = Ahead {
+        slot: NO_SLOT,
+        node: NO_SLOT,
+        group: NO_SLOT,
+        base: NO_SLOT,
+    };
 }
 
 /// The tag of a [`Cursor::pending`] that names the slot before a jump: slot indices are

@@ -7,6 +7,8 @@
 //!   instance keeps a [`Cursor`] per node over that range: an allocation's slot is the
 //!   cursor's next one, or one found by re-synchronising (see `replay::matching`). Each slot
 //!   carries the range of sizes seen for it across the profiles merged into the plan.
+//!   A cursor also names the lookups of the ops the profile entered after its node
+//!   ([`Ahead`]), which entering the node prefetches.
 //! - Planned slots are grouped by start offset (*address groups*, sorted by offset): the
 //!   groups cut the slab into elementary intervals, and each slot covers the run of them
 //!   its range starts (`group..group_end`). An instance keeps one occupant word per group;
@@ -28,13 +30,14 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::format::trace::PlanFile;
+use crate::format::trace::{PlanFile, TraceScope};
 use crate::memory::geometry::offset_align;
 use crate::replay::skips::Skips;
 use crate::replay::slab::cells::LaneLayout;
 use crate::replay::slab::group_index::GroupIndex;
-use crate::replay::state::{Cursor, BACK, NO_SLOT};
+use crate::replay::state::{Ahead, Cursor, BACK, NO_SLOT};
 use crate::support::hash::name_hash;
+use crate::support::prefetch::prefetch;
 use crate::support::sync::{AtomicU32, AtomicU8, Ordering};
 
 /// Slot flag: planned into the slab.
@@ -252,6 +255,47 @@ fn renumber_scopes(file: &PlanFile) -> Result<Scopes<'_>, CompileError> {
         groups,
         nodes,
     })
+}
+
+/// Links each node's cursor to the lookups of the ops the profile entered after it (the
+/// document lists scopes in the order they were entered), so that entering an op can
+/// prefetch them (`Ahead`): a pass streaming its tensors through the cache would otherwise
+/// miss on each.
+fn link_ahead(cursors: &mut [Cursor], file: &PlanFile, scopes: &Scopes<'_>, table: &[ScopeGroup]) {
+    let order: Vec<&TraceScope> = file.scopes.iter().skip(1).collect();
+    let node = |s: &TraceScope| scopes.node_of[s.id as usize];
+    for (i, s) in order.iter().enumerate() {
+        let mut ahead = Ahead::NONE;
+        if let Some(next) = order.get(i + 1) {
+            ahead.slot = cursors[node(next) as usize].start;
+        }
+        if let Some(far) = order.get(i + 2) {
+            let parent = scopes.node_of[far.parent.unwrap_or(0) as usize];
+            if let Some(g) = find_group(table, parent, &far.name) {
+                (ahead.group, ahead.base) = (g as u32, table[g].base);
+            }
+            ahead.node = node(far);
+        }
+        cursors[node(s) as usize].ahead = ahead;
+    }
+}
+
+/// The index in `table` of the `(parent, name)` group.
+#[inline]
+fn find_group(table: &[ScopeGroup], parent: u32, name: &str) -> Option<usize> {
+    let hash = name_hash(parent, name);
+    let mask = table.len() - 1;
+    let mut i = hash as usize & mask;
+    loop {
+        let g = &table[i];
+        if g.count == 0 {
+            return None;
+        }
+        if g.hash == hash && g.parent == parent && &*g.name == name {
+            return Some(i);
+        }
+        i = (i + 1) & mask;
+    }
 }
 
 /// The plan's escaping lane requests by node (checked by `PlanFile::check`: known scopes,
@@ -480,11 +524,13 @@ impl CompiledPlan {
                 pending: NO_SLOT,
                 lanes: 0,
                 escape: NO_SLOT,
+                ahead: Ahead::NONE,
             })
             .collect();
         for e in lane_escapes.iter().rev() {
             cursors[e.node as usize].escape = e.ordinal; // the node's first, at the end
         }
+        link_ahead(&mut cursors, file, &scopes, &scope_groups);
         let (group_offsets, _demoted) = build_groups(&mut slots, file.lanes.requests);
         let group_index = GroupIndex::new(&group_offsets);
         let outlived_at = slots.iter().map(|_| AtomicU32::new(0)).collect();
@@ -541,19 +587,16 @@ impl CompiledPlan {
     /// The first node of the `(parent, name)` group and the group's size.
     #[inline]
     pub(crate) fn scope_group(&self, parent: u32, name: &str) -> Option<(u32, u32)> {
-        let hash = name_hash(parent, name);
-        let mask = self.scope_groups.len() - 1;
-        let mut i = hash as usize & mask;
-        loop {
-            let g = &self.scope_groups[i];
-            if g.count == 0 {
-                return None;
-            }
-            if g.hash == hash && g.parent == parent && &*g.name == name {
-                return Some((g.base, g.count));
-            }
-            i = (i + 1) & mask;
-        }
+        let g = &self.scope_groups[find_group(&self.scope_groups, parent, name)?];
+        Some((g.base, g.count))
+    }
+
+    /// Prefetches the plan's entries `ahead` names: the next op's first slot and the
+    /// scope group of the op after it.
+    #[inline(always)]
+    pub(crate) fn prefetch_ahead(&self, ahead: &Ahead) {
+        prefetch(&self.slots, ahead.slot);
+        prefetch(&self.scope_groups, ahead.group);
     }
 
     /// The slot of `(node, ordinal)`, if the plan has one.

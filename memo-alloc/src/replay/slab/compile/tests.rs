@@ -90,6 +90,38 @@ fn lane_escapes_are_found_by_node_and_count() {
     assert!(!CompiledPlan::compile(&file()).unwrap().lists_lane_escapes());
 }
 
+/// Each op's cursor names what entering it prefetches: the first slot of the op entered
+/// next, and the cursor, scope group and occurrence count of the op entered after that.
+#[test]
+fn each_op_links_the_lookups_of_the_ops_entered_after_it() {
+    let c = CompiledPlan::compile(&file()).unwrap();
+    let (conv, _) = c.scope_group(0, "conv").unwrap();
+    let (relu, _) = c.scope_group(0, "relu").unwrap();
+    let (im2col, _) = c.scope_group(conv + 1, "im2col").unwrap();
+    let cursors = c.initial_cursors();
+    let group = |parent, name| find_group(&c.scope_groups, parent, name).unwrap() as u32;
+    // Entered: conv, relu, conv (its second occurrence), im2col under it.
+    let first_conv = cursors[conv as usize].ahead;
+    assert_eq!(first_conv.slot, cursors[relu as usize].start);
+    assert_eq!(first_conv.node, conv + 1);
+    assert_eq!(
+        (first_conv.group, first_conv.base),
+        (group(0, "conv"), conv)
+    );
+    let at_relu = cursors[relu as usize].ahead;
+    assert_eq!(at_relu.slot, cursors[conv as usize + 1].start);
+    assert_eq!(at_relu.node, im2col);
+    assert_eq!(
+        (at_relu.group, at_relu.base),
+        (group(conv + 1, "im2col"), im2col)
+    );
+    let second_conv = cursors[conv as usize + 1].ahead;
+    assert_eq!(second_conv.slot, cursors[im2col as usize].start);
+    assert_eq!(second_conv.node, NO_SLOT, "no op two ahead");
+    assert_eq!(cursors[im2col as usize].ahead, Ahead::NONE, "the last op");
+    assert_eq!(cursors[0].ahead, Ahead::NONE, "the root prefetches nothing");
+}
+
 #[test]
 fn renumbers_sibling_occurrences_contiguously() {
     let c = CompiledPlan::compile(&file()).unwrap();
