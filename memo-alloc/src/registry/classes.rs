@@ -90,8 +90,7 @@ impl Signature {
         }
         self.requests += 1;
         if size.max(align) > lanes {
-            self.large[self.count as usize] = packed(size, align);
-            self.count += 1;
+            self.note_large(size, align);
         }
     }
 

@@ -270,8 +270,8 @@ fn lane_escape<C: ReplayContext>(
 }
 
 /// A lane request whose class is full: a free cell of the smallest class above it with
-/// one (kept by the context, else of the bitmap), or an overlap miss when every cell of those is live too (the pass holds more
-/// than its profiles did).
+/// one (kept by the context, else of the bitmap), or an overlap miss when every cell of
+/// those is live too (the pass holds more than its profiles did).
 #[cold]
 #[inline(never)]
 fn lane_borrow<C: ReplayContext>(

@@ -94,9 +94,7 @@ impl Replayer {
         self.base = std::ptr::null_mut();
         self.lane_base = std::ptr::null_mut();
     }
-}
 
-impl Replayer {
     /// Clears the lane cells the context kept (see [`Replayer::freed`]) in its instance's
     /// bitmap: from then on any context may take them, and this one no longer touches
     /// the instance for them. Called before the context detaches, before its pass parks

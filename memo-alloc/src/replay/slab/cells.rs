@@ -270,21 +270,12 @@ impl LaneCells {
 /// context), so no one else hands them out or clears them, until [`FreedCells::flush`].
 ///
 /// Owned by the context's replay; only the thread in the context uses it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct FreedCells {
     /// Per class, the bitmap word the kept cells are in.
     words: [u32; CLASSES],
     /// Per class, the kept cells of that word (0: none kept).
     masks: [u64; CLASSES],
-}
-
-impl Default for FreedCells {
-    fn default() -> FreedCells {
-        FreedCells {
-            words: [0; CLASSES],
-            masks: [0; CLASSES],
-        }
-    }
 }
 
 impl FreedCells {

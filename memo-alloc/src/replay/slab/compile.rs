@@ -420,10 +420,10 @@ fn assign_groups(slots: &mut [Slot], offsets: &[u64]) {
     }
 }
 
-/// Groups per block of an instance's spanning words (`Instance::spanning`), log 2. A slot over thousands of groups (a
-/// large tensor placed over a region of small ones) takes its whole blocks with one word
-/// each, not one word per group. Under loom, blocks of 2 groups, so that its models reach
-/// whole blocks with a few slots.
+/// Groups per block of an instance's spanning words (`Instance::spanning`), log 2. A slot
+/// over thousands of groups (a large tensor placed over a region of small ones) takes its
+/// whole blocks with one word each, not one word per group. Under loom, blocks of 2
+/// groups, so that its models reach whole blocks with a few slots.
 #[cfg(not(loom))]
 pub(crate) const BLOCK_SHIFT: u32 = 6;
 #[cfg(loom)]
