@@ -153,7 +153,9 @@
 //! slab that replays it: glibc's heaps are trimmed (`malloc_trim`), and over
 //! [`MemoAlloc::jemalloc`] every jemalloc arena is purged (`arena.<all>.purge`; jemalloc
 //! would otherwise keep them as dirty pages for its 10 s decay) when the key's first plan
-//! is published (not after a re-profile, whose passes ran on slabs); the purge returns the
+//! is published (not after a re-profile, whose passes ran on slabs), after the blocks
+//! that the profiled pass's thread and the planner freed into their jemalloc thread
+//! caches went back to the arenas (`thread.tcache.flush`); the purge returns the
 //! free ranges inside the 2 MiB pages that a model's weights fill (the huge pages of
 //! `Jemalloc`) page by page, which splits them, so they are collapsed into huge pages
 //! again (`MADV_COLLAPSE`, Linux 6.1 and later). A backend given to [`MemoAlloc::new`]

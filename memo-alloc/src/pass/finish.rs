@@ -5,6 +5,7 @@
 //! its profile is not planned and its replay counts toward no re-profiling.
 
 use crate::config;
+use crate::memory::release;
 use crate::pass::context::Context;
 use crate::pass::fork;
 use crate::pass::state::{PassKind, PassState};
@@ -76,7 +77,12 @@ pub(super) fn finish(p: &PassState) {
         replayed = m.replay.signature;
     }
     match p.kind {
-        PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
+        PassKind::Profile => {
+            finish_profile(p, recorder, abandon, &counters, signature);
+            // What the pass freed on the backend waits in this thread's cache, where the
+            // purge after its plan cannot return it.
+            release::flush_thread_cache();
+        }
         PassKind::Replay => finish_replay(p, &mut counters, &replayed, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
@@ -87,6 +93,7 @@ pub(super) fn finish(p: &PassState) {
                 // Its key's plan was published while it ran (a backend pass starts only
                 // without one): what it freed is of no more use to the key's passes.
                 if e.has_plan() {
+                    release::flush_thread_cache();
                     worker::trim_later();
                 }
             }
