@@ -80,7 +80,7 @@ pub(crate) static FAIL_AFTER: AtomicU32 = AtomicU32::new(u32::MAX);
 /// Whether [`FAIL_AFTER`] makes this take fail (a take that succeeds counts it down).
 fn injected_failure() -> bool {
     let step = |left: u32| (left != u32::MAX && left > 0).then(|| left - 1);
-    FAIL_AFTER.try_update(Ordering::Relaxed, Ordering::Relaxed, step) == Err(0)
+    FAIL_AFTER.fetch_update(Ordering::Relaxed, Ordering::Relaxed, step) == Err(0)
 }
 
 /// A block of at least `bytes` for `owner` (the directory points its chunks there): an

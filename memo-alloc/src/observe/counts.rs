@@ -140,8 +140,12 @@ impl Process {
     fn free(&self, size: u64) {
         let r = Ordering::Relaxed;
         self.frees.fetch_add(1, r);
-        self.current_blocks.update(r, r, |v| v.saturating_sub(1));
-        self.current_bytes.update(r, r, |v| v.saturating_sub(size));
+        let _ = self
+            .current_blocks
+            .fetch_update(r, r, |v| Some(v.saturating_sub(1)));
+        let _ = self
+            .current_bytes
+            .fetch_update(r, r, |v| Some(v.saturating_sub(size)));
     }
 
     fn stats(&self) -> HeapStats {
