@@ -77,12 +77,7 @@ pub(super) fn finish(p: &PassState) {
         replayed = m.replay.signature;
     }
     match p.kind {
-        PassKind::Profile => {
-            finish_profile(p, recorder, abandon, &counters, signature);
-            // What the pass freed on the backend waits in this thread's cache, where the
-            // purge after its plan cannot return it.
-            release::flush_thread_cache();
-        }
+        PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
         PassKind::Replay => finish_replay(p, &mut counters, &replayed, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
@@ -100,6 +95,12 @@ pub(super) fn finish(p: &PassState) {
         }
     }
     drop(main);
+    if p.kind == PassKind::Profile {
+        // What the pass freed on the backend waits in this thread's cache, where the
+        // purge after its plan cannot return it (with inline planning, the plan's trim
+        // flushed it already).
+        release::flush_thread_cache();
+    }
     // A child forked in the middle of the setup (its passes on the backend) leaves the
     // plans it was copied with alone: the thread that was changing them is not in it.
     if !fork::disabled() {
