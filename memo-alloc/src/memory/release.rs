@@ -89,43 +89,27 @@ pub(crate) fn release_free_memory(purge_arenas: bool) {
 /// allocation paths. Takes jemalloc's own locks; allocates nothing through the allocator.
 pub(crate) fn flush_thread_cache() {
     if jemalloc_serves() {
-        flush_jemalloc_cache();
+        // Moves only the calling thread's cached free blocks back to their arenas.
+        jemalloc_command(c"thread.tcache.flush");
     }
 }
 
-#[cfg(all(feature = "jemalloc", not(loom), not(miri)))]
-fn flush_jemalloc_cache() {
-    const FLUSH: &std::ffi::CStr = c"thread.tcache.flush";
-    // SAFETY: a NUL-terminated mallctl name; this control neither reads nor writes a
-    // value, so the old and new pointers are null and the lengths zero, as it requires.
-    // It only moves the calling thread's cached free blocks back to their arenas. A
-    // failure (an error code) leaves them where they are.
-    let _ = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            FLUSH.as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-}
-
-#[cfg(not(all(feature = "jemalloc", not(loom), not(miri))))]
-fn flush_jemalloc_cache() {}
-
 /// `arena.<MALLCTL_ARENAS_ALL>.purge`: every arena's unused dirty and muzzy pages go back
 /// to the OS (`MADV_DONTNEED`); memory jemalloc hands out is untouched.
-#[cfg(all(feature = "jemalloc", not(loom), not(miri)))]
 fn purge_jemalloc() {
     // `MALLCTL_ARENAS_ALL` (4096) names every arena at once.
-    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
-    // SAFETY: a NUL-terminated mallctl name; this control neither reads nor writes a
-    // value, so the old and new pointers are null and the lengths zero, as it requires.
-    // A failure (an error code) leaves the pages where they are.
+    jemalloc_command(c"arena.4096.purge");
+}
+
+/// Runs the jemalloc control `name`, one that neither reads nor writes a value. A failure
+/// (an error code) changes nothing, and is ignored.
+#[cfg(all(feature = "jemalloc", not(loom), not(miri)))]
+fn jemalloc_command(name: &std::ffi::CStr) {
+    // SAFETY: a NUL-terminated mallctl name; a control that neither reads nor writes a
+    // value takes null old and new pointers and zero lengths.
     let _ = unsafe {
         tikv_jemalloc_sys::mallctl(
-            PURGE_ALL.as_ptr(),
+            name.as_ptr(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
@@ -135,4 +119,4 @@ fn purge_jemalloc() {
 }
 
 #[cfg(not(all(feature = "jemalloc", not(loom), not(miri))))]
-fn purge_jemalloc() {}
+fn jemalloc_command(_name: &std::ffi::CStr) {}
