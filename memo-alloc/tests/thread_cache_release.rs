@@ -38,9 +38,10 @@ fn pass(key: &str) -> u64 {
 
 #[test]
 fn a_profiled_pass_leaves_nothing_in_its_threads_cache() {
-    let held: usize = SIZES.iter().sum::<usize>() * PER_SIZE; // 2.3 MiB
-                                                              // Another key first, of other sizes: the planner thread, the registry and the
-                                                              // region are set up.
+    // 2.3 MiB written by the pass.
+    let held: usize = SIZES.iter().sum::<usize>() * PER_SIZE;
+    // Another key first, of other sizes: the planner thread, the registry and the region
+    // are set up.
     {
         let _p = memo_alloc::pass("warm-up");
         std::hint::black_box(vec![1u8; 64]);

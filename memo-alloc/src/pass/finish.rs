@@ -76,8 +76,12 @@ pub(super) fn finish(p: &PassState) {
         signature = m.signature;
         replayed = m.replay.signature;
     }
+    // The key whose first plan this pass's profile was submitted for.
+    let mut first_plan = None;
     match p.kind {
-        PassKind::Profile => finish_profile(p, recorder, abandon, &counters, signature),
+        PassKind::Profile => {
+            first_plan = finish_profile(p, recorder, abandon, &counters, signature);
+        }
         PassKind::Replay => finish_replay(p, &mut counters, &replayed, abandon),
         PassKind::Backend => {
             // Mode `off` (or a disabled child) counts its passes, not their allocations.
@@ -100,6 +104,12 @@ pub(super) fn finish(p: &PassState) {
         // purge after its plan cannot return it (with inline planning, the plan's trim
         // flushed it already).
         release::flush_thread_cache();
+        // The planner may have published the plan and purged before the flush: then the
+        // flushed blocks' pages wait for another purge. Published after this check, the
+        // plan's own purge comes after the flush (both take the arenas' locks).
+        if first_plan.is_some_and(KeyEntry::has_plan) {
+            worker::trim_later();
+        }
     }
     // A child forked in the middle of the setup (its passes on the backend) leaves the
     // plans it was copied with alone: the thread that was changing them is not in it.
@@ -108,13 +118,15 @@ pub(super) fn finish(p: &PassState) {
     }
 }
 
+/// Hands a profiled pass's profile to the planner (or gives it up); returns its key when
+/// the profile was submitted for the key's first plan.
 fn finish_profile(
     p: &PassState,
     recorder: Option<Recorder>,
     abandon: Option<AbandonReason>,
     counters: &PassCounters,
     signature: Signature,
-) {
+) -> Option<&'static KeyEntry> {
     stats::add(&GLOBAL.passes_profiled, 1);
     stats::add(&GLOBAL.profiled_allocations, counters.allocations);
     let entry = p.entry;
@@ -138,7 +150,10 @@ fn finish_profile(
     };
     let profile = match profile {
         Ok(profile) => profile,
-        Err(reason) => return abandon_profile(entry, reason),
+        Err(reason) => {
+            abandon_profile(entry, reason);
+            return None;
+        }
     };
     // A re-profile of a new shape founds a class; else it is merged with its entry's
     // previous plan, held for that.
@@ -148,6 +163,8 @@ fn finish_profile(
         None => (None, false, false),
     };
     let base = entry.filter(|_| !founded).and_then(Pinned::current);
+    // The planner purges the backend after a key's first plan (`worker::run`).
+    let first_plan = entry.filter(|e| base.is_none() && !e.classes.is_class());
     let job = Job {
         profile,
         entry,
@@ -158,7 +175,9 @@ fn finish_profile(
     };
     if !worker::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
+        return None;
     }
+    first_plan
 }
 
 /// What a profile of entry `e` does with its shape (see `registry::classes`).
