@@ -1,5 +1,6 @@
 //! Each cell against memo's cell of its group: the ratios of the medians and means of
-//! the pass times (wall and thread CPU), each with its bootstrap interval
+//! the pass times (wall and thread CPU) and of their 99th percentiles (wall), each with
+//! its bootstrap interval
 //! ([`crate::stats::bootstrap`]) and memo's verdict; and the counts of verdicts per
 //! allocator that the summary prints.
 
@@ -47,6 +48,8 @@ impl Ratio {
 pub struct VsMemo {
     /// Median pass time (wall clock) over memo's.
     pub p50: Ratio,
+    /// 99th percentile of the pass times (wall clock) over memo's: the tail.
+    pub p99: Ratio,
     /// Mean pass time (wall clock) over memo's.
     pub mean: Ratio,
     /// Median thread CPU time per pass over memo's (null without CPU times).
@@ -56,10 +59,11 @@ pub struct VsMemo {
 }
 
 impl VsMemo {
-    /// The four ratios by name, in the order the summary prints them.
-    pub fn by_name(&self) -> [(&'static str, Option<Ratio>); 4] {
+    /// The ratios by name, in the order the summary prints them.
+    pub fn by_name(&self) -> [(&'static str, Option<Ratio>); 5] {
         [
             ("p50", Some(self.p50)),
+            ("p99", Some(self.p99)),
             ("mean", Some(self.mean)),
             ("cpu_p50", self.cpu_p50),
             ("cpu_mean", self.cpu_mean),
@@ -101,13 +105,14 @@ pub fn vs_memo(
     boot: &Bootstrap,
     stream: [u64; 2],
 ) -> Option<VsMemo> {
-    let (p50, mean) = ratio_intervals(&other.wall, &memo.wall, boot, &[stream[0], stream[1], 0])?;
+    let wall = ratio_intervals(&other.wall, &memo.wall, boot, &[stream[0], stream[1], 0])?;
     let cpu = ratio_intervals(&other.cpu, &memo.cpu, boot, &[stream[0], stream[1], 1]);
     Some(VsMemo {
-        p50: Ratio::of(p50),
-        mean: Ratio::of(mean),
-        cpu_p50: cpu.map(|c| Ratio::of(c.0)),
-        cpu_mean: cpu.map(|c| Ratio::of(c.1)),
+        p50: Ratio::of(wall.p50),
+        p99: Ratio::of(wall.p99),
+        mean: Ratio::of(wall.mean),
+        cpu_p50: cpu.map(|c| Ratio::of(c.p50)),
+        cpu_mean: cpu.map(|c| Ratio::of(c.mean)),
     })
 }
 
@@ -116,7 +121,7 @@ pub fn vs_memo(
 pub struct VerdictCount {
     /// The allocator memo is compared with.
     pub allocator: String,
-    /// The ratio: `p50`, `mean`, `cpu_p50` or `cpu_mean`.
+    /// The ratio: `p50`, `p99`, `mean`, `cpu_p50` or `cpu_mean`.
     pub statistic: String,
     /// Cells where memo is ahead.
     pub ahead: usize,

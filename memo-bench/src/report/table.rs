@@ -12,8 +12,8 @@ memo cells: slab%pt = slab hits / allocations on the pass threads \
 (memo-alloc); slab%all = slab hits / allocations during passes on any thread; allocs/pass \
 = allocations during a pass, all threads; helper% = of which on other threads than the pass's. \
 cpu ms = median CPU time of the pass's thread per pass; p50 95% = the interval of p50/memo \
-(repetitions resampled); v = memo's verdict on p50 (wall) and on cpu ms: + ahead (memo \
-faster), = level (the interval spans 1), - behind";
+(repetitions resampled); v = memo's verdicts on p50 (wall), on cpu ms and on p99 (wall): + \
+ahead (memo faster), = level (the interval spans 1), - behind";
 
 /// Bytes as a number of MiB, for the table's one-decimal columns (`memo_planner::text::mib`
 /// formats with two decimals and separators, for text).
@@ -21,8 +21,8 @@ fn to_mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-/// memo's verdicts on a cell, wall p50 then thread CPU p50: `+` ahead, `=` level, `-`
-/// behind (`-` alone for memo's own cell).
+/// memo's verdicts on a cell, wall p50, thread CPU p50, then wall p99: `+` ahead, `=`
+/// level, `-` behind (`-` alone for memo's own cell).
 fn verdicts(c: &Cell) -> String {
     let sign = |v: Verdict| match v {
         Verdict::Ahead => '+',
@@ -33,7 +33,7 @@ fn verdicts(c: &Cell) -> String {
         None => "-".to_string(),
         Some(v) => {
             let cpu = v.cpu_p50.map_or(' ', |r| sign(r.verdict));
-            format!("{}{cpu}", sign(v.p50.verdict))
+            format!("{}{cpu}{}", sign(v.p50.verdict), sign(v.p99.verdict))
         }
     }
 }

@@ -107,7 +107,13 @@ fn cells_pool_their_repetitions_and_compare_with_memo() {
     assert_eq!((memo.reps, jemalloc.reps), (2, 2));
     assert_eq!(memo.vs_memo, None);
     let vs = jemalloc.vs_memo.expect("compared with memo");
-    for r in [vs.p50, vs.mean, vs.cpu_p50.unwrap(), vs.cpu_mean.unwrap()] {
+    for r in [
+        vs.p50,
+        vs.p99,
+        vs.mean,
+        vs.cpu_p50.unwrap(),
+        vs.cpu_mean.unwrap(),
+    ] {
         assert_eq!(
             (r.ratio, r.lo, r.hi, r.verdict),
             (2.0, 2.0, 2.0, Verdict::Ahead)
@@ -123,7 +129,7 @@ fn cells_pool_their_repetitions_and_compare_with_memo() {
         .iter()
         .map(|v| (v.allocator.as_str(), v.statistic.as_str(), v.ahead))
         .collect();
-    assert_eq!(counted.len(), 8, "{counted:?}");
+    assert_eq!(counted.len(), 10, "{counted:?}");
     assert!(counted.iter().all(|c| c.2 == 1), "{counted:?}");
     // memo / static is on static cells only.
     assert!(r.cells.iter().all(|c| c.memo_over_static_p50.is_none()));

@@ -71,17 +71,20 @@ impl Interval {
     }
 }
 
-/// The two statistics of a set of pass times.
+/// The statistics of a set of pass times.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats {
     /// The median.
     pub p50: f64,
+    /// The 99th percentile (nearest rank: the smallest value at least 99% of the values
+    /// are at or below).
+    pub p99: f64,
     /// The mean.
     pub mean: f64,
 }
 
-/// The median (the mean of the two middle values when their number is even) and mean of
-/// `v` (reordered); `None` when empty.
+/// The median (the mean of the two middle values when their number is even), the 99th
+/// percentile and the mean of `v` (reordered); `None` when empty.
 pub fn stats_of(v: &mut [u64]) -> Option<Stats> {
     let n = v.len();
     if n == 0 {
@@ -95,18 +98,35 @@ pub fn stats_of(v: &mut [u64]) -> Option<Stats> {
         let lower = below.iter().copied().max().unwrap_or(upper);
         (lower as f64 + upper as f64) / 2.0
     };
-    Some(Stats { p50, mean })
+    // Nearest rank: the ceil(0.99 n)-th smallest value.
+    let rank = (n * 99).div_ceil(100).max(1);
+    let p99 = *v.select_nth_unstable(rank - 1).1 as f64;
+    Some(Stats { p50, p99, mean })
 }
 
-/// The ratios `num / den` of the medians and of the means, each with its interval; `None`
-/// when either side has no passes. `num` and `den` hold one vector of pass times per
-/// repetition; `stream` names the interval's resampling stream (derived from the seed).
+/// The ratios `num / den` of the medians, the 99th percentiles and the means of two sets
+/// of pass times, each with its interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratios {
+    /// Of the medians.
+    pub p50: Interval,
+    /// Of the 99th percentiles: the tail. Its interval is wide unless each side has
+    /// hundreds of passes (a 99th percentile of 60 passes is their largest).
+    pub p99: Interval,
+    /// Of the means.
+    pub mean: Interval,
+}
+
+/// The ratios `num / den` of the medians, 99th percentiles and means, each with its
+/// interval; `None` when either side has no passes. `num` and `den` hold one vector of
+/// pass times per repetition; `stream` names the interval's resampling stream (derived
+/// from the seed).
 pub fn ratio_intervals(
     num: &[Vec<u64>],
     den: &[Vec<u64>],
     b: &Bootstrap,
     stream: &[u64],
-) -> Option<(Interval, Interval)> {
+) -> Option<Ratios> {
     let (num, den) = paired_or_not(num, den);
     let pooled =
         |reps: &[&Vec<u64>]| -> Vec<u64> { reps.iter().flat_map(|r| r.iter()).copied().collect() };
@@ -116,6 +136,7 @@ pub fn ratio_intervals(
     let mut rng = Rng::new(b.seed, stream);
     let (mut bn, mut bd) = (Vec::new(), Vec::new());
     let mut p50s = Vec::with_capacity(b.resamples);
+    let mut p99s = Vec::with_capacity(b.resamples);
     let mut means = Vec::with_capacity(b.resamples);
     for _ in 0..b.resamples {
         let picks = draw_reps(num.len(), &mut rng);
@@ -130,6 +151,7 @@ pub fn ratio_intervals(
             continue;
         };
         p50s.push(n.p50 / d.p50.max(f64::MIN_POSITIVE));
+        p99s.push(n.p99 / d.p99.max(f64::MIN_POSITIVE));
         means.push(n.mean / d.mean.max(f64::MIN_POSITIVE));
     }
     let interval = |ratio: f64, rs: &mut Vec<f64>| {
@@ -141,10 +163,11 @@ pub fn ratio_intervals(
             hi: percentile(rs, 1.0 - tail).unwrap_or(ratio),
         }
     };
-    Some((
-        interval(n0.p50 / d0.p50.max(f64::MIN_POSITIVE), &mut p50s),
-        interval(n0.mean / d0.mean.max(f64::MIN_POSITIVE), &mut means),
-    ))
+    Some(Ratios {
+        p50: interval(n0.p50 / d0.p50.max(f64::MIN_POSITIVE), &mut p50s),
+        p99: interval(n0.p99 / d0.p99.max(f64::MIN_POSITIVE), &mut p99s),
+        mean: interval(n0.mean / d0.mean.max(f64::MIN_POSITIVE), &mut means),
+    })
 }
 
 /// The repetitions with passes; when both sides have as many, those where both have

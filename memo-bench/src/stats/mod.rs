@@ -7,7 +7,7 @@ pub mod bootstrap;
 pub mod rng;
 pub mod verdict;
 
-pub use bootstrap::{ratio_intervals, stats_of, Bootstrap, Interval, Stats};
+pub use bootstrap::{ratio_intervals, stats_of, Bootstrap, Interval, Ratios, Stats};
 pub use rng::{shuffle, Rng};
 pub use verdict::Verdict;
 

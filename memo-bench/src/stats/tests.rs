@@ -25,16 +25,51 @@ fn median_and_mean_of_known_samples() {
 }
 
 #[test]
+fn the_99th_percentile_is_the_nearest_rank() {
+    // 1..=200 shuffled: the 198th smallest (99% of 200) is 198.
+    let mut v: Vec<u64> = (1..=200).map(|i| (i * 73) % 200 + 1).collect();
+    assert_eq!(stats_of(&mut v).unwrap().p99, 198.0);
+    // Of 100 values the 99th; of fewer than 100, the largest.
+    let mut v: Vec<u64> = (1..=100).rev().collect();
+    assert_eq!(stats_of(&mut v).unwrap().p99, 99.0);
+    let mut v: Vec<u64> = (1..=60).collect();
+    assert_eq!(stats_of(&mut v).unwrap().p99, 60.0);
+    assert_eq!(stats_of(&mut [7]).unwrap().p99, 7.0);
+}
+
+#[test]
+fn a_slower_tail_is_found_where_the_medians_agree() {
+    // 200 passes per repetition; one in twenty of the other's takes twice as long, which
+    // leaves its median where memo's is and doubles its 99th percentile.
+    let memo = reps(6, 200, |r, i| {
+        100_000 + ((i * 37 + r * 11) % 20) as u64 * 100
+    });
+    let other: Vec<Vec<u64>> = memo
+        .iter()
+        .map(|rep| {
+            rep.iter()
+                .enumerate()
+                .map(|(i, &t)| if i % 20 == 0 { 2 * t } else { t })
+                .collect()
+        })
+        .collect();
+    let r = ratio_intervals(&other, &memo, &boot(), &[5]).unwrap();
+    assert_eq!(Verdict::of(&r.p50), Verdict::Level, "{:?}", r.p50);
+    assert_eq!(Verdict::of(&r.p99), Verdict::Ahead, "{:?}", r.p99);
+    assert!(r.p99.lo > 1.5, "{:?}", r.p99);
+}
+
+#[test]
 fn constant_samples_give_exact_intervals() {
     let memo = reps(3, 10, |_, _| 1000);
     let same = reps(3, 10, |_, _| 1000);
     let twice = reps(3, 10, |_, _| 2000);
-    let (p50, mean) = ratio_intervals(&same, &memo, &boot(), &[0]).unwrap();
-    for i in [p50, mean] {
+    let r = ratio_intervals(&same, &memo, &boot(), &[0]).unwrap();
+    for i in [r.p50, r.p99, r.mean] {
         assert_eq!((i.ratio, i.lo, i.hi), (1.0, 1.0, 1.0));
         assert_eq!(Verdict::of(&i), Verdict::Level);
     }
-    let (p50, _) = ratio_intervals(&twice, &memo, &boot(), &[0]).unwrap();
+    let p50 = ratio_intervals(&twice, &memo, &boot(), &[0]).unwrap().p50;
     assert_eq!((p50.ratio, p50.lo, p50.hi), (2.0, 2.0, 2.0));
     assert_eq!(Verdict::of(&p50), Verdict::Ahead);
     assert_eq!(Verdict::of(&p50.reciprocal()), Verdict::Behind);
@@ -51,7 +86,7 @@ fn a_ten_percent_difference_over_spread_passes_is_found_and_bracketed() {
         .iter()
         .map(|r| r.iter().map(|&t| t * 11 / 10).collect())
         .collect();
-    let (p50, mean) = ratio_intervals(&other, &memo, &boot(), &[1]).unwrap();
+    let Ratios { p50, mean, .. } = ratio_intervals(&other, &memo, &boot(), &[1]).unwrap();
     for i in [p50, mean] {
         assert!((i.ratio - 1.1).abs() < 1e-9, "{i:?}");
         assert!(i.lo <= i.ratio && i.ratio <= i.hi, "{i:?}");
@@ -70,11 +105,13 @@ fn paired_repetitions_cancel_drift_between_processes() {
     let speed = [1.0, 1.6, 0.7, 1.3, 0.9];
     let memo = reps(5, 20, |r, _| (100_000.0 * speed[r]) as u64);
     let other = reps(5, 20, |r, _| (105_000.0 * speed[r]) as u64);
-    let (p50, _) = ratio_intervals(&other, &memo, &boot(), &[2]).unwrap();
+    let p50 = ratio_intervals(&other, &memo, &boot(), &[2]).unwrap().p50;
     assert!(p50.hi - p50.lo < 0.02, "{p50:?}");
     assert_eq!(Verdict::of(&p50), Verdict::Ahead);
     // Unpaired (a repetition missing on one side), the same drift swamps the 5%.
-    let (p50, _) = ratio_intervals(&other[..4], &memo, &boot(), &[2]).unwrap();
+    let p50 = ratio_intervals(&other[..4], &memo, &boot(), &[2])
+        .unwrap()
+        .p50;
     assert!(p50.hi - p50.lo > 0.3, "{p50:?}");
     assert_eq!(Verdict::of(&p50), Verdict::Level);
 }
@@ -90,9 +127,11 @@ fn the_spread_between_processes_widens_the_interval() {
     let b = reps(3, 30, |r, i| {
         [104_000, 97_000, 108_000][r] + (i % 5) as u64 * 100
     });
-    let (by_rep, _) = ratio_intervals(&a, &b, &boot(), &[3]).unwrap();
+    let by_rep = ratio_intervals(&a, &b, &boot(), &[3]).unwrap().p50;
     let flat = |v: &[Vec<u64>]| vec![v.concat()];
-    let (by_pass, _) = ratio_intervals(&flat(&a), &flat(&b), &boot(), &[3]).unwrap();
+    let by_pass = ratio_intervals(&flat(&a), &flat(&b), &boot(), &[3])
+        .unwrap()
+        .p50;
     assert!(
         by_rep.hi - by_rep.lo > 2.0 * (by_pass.hi - by_pass.lo),
         "{by_rep:?} vs {by_pass:?}"
