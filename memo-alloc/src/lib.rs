@@ -95,7 +95,10 @@
 //! of its first size, else a new one while the key has fewer than `MEMO_MAX_CLASSES`
 //! (default 8; 1: no classes), else the nearest above. A class's passes count on the
 //! class's [`report`] (`<key>#<n>`); the key's report counts those its own plan served,
-//! and [`PassReport::shape_classes`] its classes.
+//! and [`PassReport::shape_classes`] its classes. A thread's passes of a key's classes
+//! take turns on one slab block (the one its last pass gave back, when that holds the
+//! next class's plan), so the slab memory of a classed key on one thread is its largest
+//! class's, not the sum of its classes'.
 //!
 //! # Whole programs and heap assertions
 //! `MEMO_PROFILE=<path>` records every allocation of every thread, from the first

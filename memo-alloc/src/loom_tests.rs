@@ -50,13 +50,14 @@ use loom::thread;
 use crate::format::trace::{
     PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
 };
+use crate::memory::blocks::Fit;
 use crate::memory::run_stack::{Run, RunStack};
 use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState, Signature};
 use crate::replay::slab::cells::FreedCells;
 use crate::replay::slab::compile::{CompiledPlan, Slot};
 use crate::replay::slab::instance::Instance;
-use crate::replay::slab::pool::Slabs;
+use crate::replay::slab::pool::{Lend, Slabs};
 use crate::replay::{free, hit};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -212,10 +213,10 @@ unsafe impl Send for Shared {}
 /// A pass registers with the plan and takes an instance (`None`: unregistered again).
 fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
     slabs.register();
-    let inst = slabs.take();
+    let inst = slabs.take(Fit::Smallest);
     if inst.is_none() {
         // SAFETY: registered above, no instance taken.
-        unsafe { slabs.release(std::ptr::null_mut(), false, false) };
+        unsafe { slabs.release(std::ptr::null_mut(), false, Lend::Nothing) };
     }
     inst
 }
@@ -421,7 +422,7 @@ fn free_then_reclaim() {
             unsafe { free::free(inst.cast(), p) };
         });
         // SAFETY: acquired above; this pass is over.
-        unsafe { s.release(inst, false, false) };
+        unsafe { s.release(inst, false, Lend::Nothing) };
         if s.try_retire() {
             // SAFETY: retired: no pass holds an instance and no slot is live.
             drop(unsafe { Box::from_raw(slabs) });
@@ -478,11 +479,11 @@ fn pool() {
                 try_claim(&slabs.plan, i, 1, &m);
                 // SAFETY: acquired here; the pass is over. (Slot 1 may stay live: the
                 // instance is pinned then.)
-                unsafe { slabs.release(i, false, false) };
+                unsafe { slabs.release(i, false, Lend::Nothing) };
             }
         });
         // SAFETY: acquired above; this pass is over.
-        unsafe { slabs.release(inst, false, false) };
+        unsafe { slabs.release(inst, false, Lend::Nothing) };
         reuser.join().unwrap();
         freer.join().unwrap();
         // Free whatever the reuser left live, then retire: the memory may then be reused.
@@ -499,7 +500,7 @@ fn pool() {
                     free::free(i.cast(), (*i).base().add(off));
                 }
             }
-            slabs.release(i, false, false);
+            slabs.release(i, false, Lend::Nothing);
         }
         assert!(slabs.try_retire(), "drained and idle");
         mem.write(&slabs.plan.slots[0]);
@@ -524,7 +525,7 @@ fn park_and_lend() {
             let b = acquire(slabs).unwrap();
             assert!(try_claim(&slabs.plan, b, 0, &mem));
             // SAFETY: held; its pass is over (slot 0 stays live: pinned).
-            unsafe { slabs.release(b, false, false) };
+            unsafe { slabs.release(b, false, Lend::Nothing) };
         }
         freer.join().unwrap();
     });
@@ -618,7 +619,7 @@ fn read_and_use(entry: &'static KeyEntry) {
         // SAFETY: loom checks this read is ordered before the plan's free.
         slabs.probe.with(|p| unsafe { assert_ne!(*p, u32::MAX) });
         // SAFETY: acquired above; the pass is over.
-        unsafe { slabs.release(i, false, false) };
+        unsafe { slabs.release(i, false, Lend::Nothing) };
     }
 }
 
@@ -693,7 +694,7 @@ fn failing_replay_racing_eviction_and_publication() {
             missed.misses[crate::stats::MissReason::Overlap as usize] = 2;
             let stale = entry.note_replayed(s, &missed, 1, 0.05);
             // SAFETY: registered above, took no instance; the pass is over.
-            unsafe { slabs.release(std::ptr::null_mut(), false, false) };
+            unsafe { slabs.release(std::ptr::null_mut(), false, Lend::Nothing) };
             Some((read, stale))
         });
         let replanner = spawn(move || {

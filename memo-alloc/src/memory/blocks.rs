@@ -8,7 +8,10 @@
 //! new one is carved. So the slab memory
 //! of an async service follows what its polls use at once, not one plan's peak per request
 //! in flight per plan. Passes bound to a thread (`pass()`) keep their instance's block
-//! across passes: their pass boundaries take no lock.
+//! across passes: their pass boundaries take no lock. Those of a key whose passes come in
+//! shape classes (a plan per class) give their slots' block back at each pass end and take
+//! the one given back last ([`Fit::Recent`]): the classes take turns on one block, whose
+//! pages are resident and cached from the pass before, instead of holding a block each.
 //!
 //! Every function here runs at a pass or poll boundary, under [`region::LOCK`]. At most
 //! [`MAX_IDLE`] blocks wait idle; a block given back beyond that goes back to the OS.
@@ -66,6 +69,10 @@ fn with_idle<R>(f: impl FnOnce(&mut [Block; MAX_IDLE], &mut usize) -> R) -> R {
 pub(crate) enum Fit {
     /// The smallest that holds it (a slab's slots).
     Smallest,
+    /// The one given back last, when it holds the request in at most twice the chunks it
+    /// needs (the slots of a key's shape classes, which take turns on one block); else as
+    /// `Smallest`.
+    Recent,
     /// Only one of exactly the chunks it needs, its pages past the request returned to
     /// the OS (a lane block: a few pages used of one chunk, where an idle block's other
     /// resident pages would stay out of use).
@@ -96,17 +103,15 @@ pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block>
         return None;
     }
     let need = chunks_for(bytes);
-    let allowed = |chunks: usize| match fit {
-        Fit::Smallest => chunks >= need,
-        Fit::Exact => chunks == need,
-    };
-    // The smallest allowed; of those, the one given back last (its pages are the
-    // likeliest to be resident and cached). The list stays in the order given back.
     let reused = with_idle(|blocks, len| {
-        let at = (0..*len)
-            .rev()
-            .filter(|&i| allowed(blocks[i].chunks))
-            .min_by_key(|&i| blocks[i].chunks)?;
+        if fit == Fit::Recent && *len > 0 && blocks[*len - 1].chunks < need {
+            // Given back last by the key's previous pass, of a smaller class: it would
+            // wait idle, resident, beside the larger block the classes take turns on from
+            // now. Back to the OS.
+            *len -= 1;
+            region::release(blocks[*len].base, blocks[*len].chunks);
+        }
+        let at = pick(&blocks[..*len], need, fit)?;
         let b = blocks[at];
         blocks.copy_within(at + 1..*len, at);
         *len -= 1;
@@ -131,6 +136,27 @@ pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block>
         chunks: need,
         used: bytes,
     })
+}
+
+/// Which of the `idle` blocks (in the order given back) a take of `need` chunks uses, as
+/// `fit` chooses: for `Recent`, the one given back last if it holds the request in at most
+/// twice the chunks; else the smallest allowed, and of those the one given back last (its
+/// pages are the likeliest to be resident and cached).
+fn pick(idle: &[Block], need: usize, fit: Fit) -> Option<usize> {
+    let allowed = |b: &Block| match fit {
+        Fit::Smallest | Fit::Recent => b.chunks >= need,
+        Fit::Exact => b.chunks == need,
+    };
+    let last = idle.len().checked_sub(1);
+    if let Some(i) = last.filter(|&i| fit == Fit::Recent && allowed(&idle[i])) {
+        if idle[i].chunks <= 2 * need {
+            return Some(i);
+        }
+    }
+    (0..idle.len())
+        .rev()
+        .filter(|&i| allowed(&idle[i]))
+        .min_by_key(|&i| idle[i].chunks)
 }
 
 /// Takes `block` back from an instance none of whose slots is live: idle for the next
@@ -258,6 +284,60 @@ mod tests {
             region::release(two.base, two.chunks);
             region::release(again.base, again.chunks);
             assert_eq!(region::lookup(big.base), Some(std::ptr::null_mut()));
+        });
+    }
+
+    /// A key's shape classes take turns on one block: the one given back last serves a
+    /// request it holds in at most twice the chunks, where the smallest fit would take an
+    /// older, colder block; past twice, the smallest fit decides.
+    #[test]
+    fn a_recent_fit_takes_the_block_given_back_last() {
+        alone(|| {
+            let one = take_locked(CHUNK as u64, Fit::Smallest, owner(80)).expect("carved");
+            let two = take_locked(2 * CHUNK as u64, Fit::Smallest, owner(88)).expect("carved");
+            give_back_locked(one);
+            give_back_locked(two);
+            let again = take_locked(100, Fit::Recent, owner(96)).expect("reused");
+            assert_eq!(again.base, two.base, "given back last, twice the chunks");
+            give_back_locked(again);
+            let smallest = take_locked(100, Fit::Smallest, owner(104)).expect("reused");
+            assert_eq!(smallest.base, one.base);
+            give_back_locked(smallest);
+            // Given back last, a block of four chunks: past twice one chunk, within twice
+            // two.
+            let four = take_locked(4 * CHUNK as u64, Fit::Smallest, owner(112)).expect("carved");
+            give_back_locked(four);
+            let small = take_locked(CHUNK as u64, Fit::Recent, owner(120)).expect("reused");
+            assert_eq!(small.base, one.base, "four chunks are past twice one");
+            region::release(small.base, small.chunks);
+            let taken = take_locked(2 * CHUNK as u64, Fit::Recent, owner(128)).expect("reused");
+            assert_eq!(taken.base, four.base, "four chunks are within twice two");
+            region::release(taken.base, taken.chunks);
+        });
+    }
+
+    /// A block given back last that is too small for a recent fit goes back to the OS: it
+    /// is the key's smaller class's, and would wait idle, resident, beside the block the
+    /// classes take turns on.
+    #[test]
+    fn a_recent_fit_releases_a_smaller_block_given_back_last() {
+        alone(|| {
+            let one = take_locked(CHUNK as u64, Fit::Smallest, owner(136)).expect("carved");
+            give_back_locked(one);
+            let two = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("carved");
+            assert_eq!(two.chunks, 2);
+            assert_eq!(
+                with_idle(|_, len| *len),
+                0,
+                "the one-chunk block is released"
+            );
+            region::release(two.base, two.chunks);
+            // With the smallest fit it stays idle for another request.
+            let one = take_locked(CHUNK as u64, Fit::Smallest, owner(152)).expect("carved");
+            give_back_locked(one);
+            let three = take_locked(3 * CHUNK as u64, Fit::Smallest, owner(160)).expect("carved");
+            assert_eq!(with_idle(|_, len| *len), 1);
+            region::release(three.base, three.chunks);
         });
     }
 

@@ -9,6 +9,7 @@
 use std::ptr;
 
 use crate::config;
+use crate::memory::blocks::Fit;
 use crate::pass::context::{self, Context, UNKNOWN};
 use crate::pass::finish::{end, leave_resources};
 use crate::pass::state::{PassKind, PassState};
@@ -80,7 +81,9 @@ fn supply(p: &PassState, m: &mut Context) {
     let slabs = unsafe { &*p.slabs };
     let mut inst = p.inst();
     if inst.is_null() {
-        let Some(taken) = slabs.take() else { return };
+        let Some(taken) = slabs.take(Fit::Smallest) else {
+            return;
+        };
         p.set_inst(taken);
         inst = taken;
     // SAFETY: the pass holds `inst`; its main context (checked out by the caller) is the

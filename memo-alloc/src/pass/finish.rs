@@ -15,7 +15,7 @@ use crate::profiling::recorder::Recorder;
 use crate::registry::reclaim::RECLAIMER;
 use crate::registry::{self, close, KeyEntry, KeyState, Signature};
 use crate::replay::slab::instance::lends_pending;
-use crate::replay::slab::pool::Released;
+use crate::replay::slab::pool::{Lend, Released};
 use crate::stats::{self, AbandonReason, MissReason, PassCounters, GLOBAL};
 use crate::support::sync::Ordering;
 
@@ -266,7 +266,13 @@ fn finish_replay(
     if !p.slabs.is_null() {
         // SAFETY: the pass registered with `slabs` at start; it stays alive until released
         // here, and every context left.
-        let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), !p.bound) };
+        let lend = match p.entry {
+            _ if !p.bound => Lend::All,
+            // The next pass of the key, of whichever class, takes the block again.
+            Some(e) if e.has_shape_classes() => Lend::Slots,
+            _ => Lend::Nothing,
+        };
+        let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), lend) };
         note_released(&released);
         if !p.bound && lends_pending() {
             registry::lend_idle_blocks();

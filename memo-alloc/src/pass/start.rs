@@ -4,6 +4,7 @@
 //! context at once ([`start`]); `Pass::new` makes one owned by the caller ([`create`]).
 
 use crate::config::{self, Config, Mode};
+use crate::memory::blocks::Fit;
 use crate::pass::context::{self, Context};
 use crate::pass::state::{PassKind, PassState};
 use crate::pass::{enter, finish, fork};
@@ -137,9 +138,15 @@ pub(crate) fn choose_for(
     pass.slabs = slabs;
     pass.plan = &s.plan;
     // A bound pass runs now; an unbound one takes its instance when first entered.
-    // Without one, every allocation misses with `NoSlab`.
+    // Without one, every allocation misses with `NoSlab`. A key's shape classes take
+    // turns on the slots' block their passes give back (`finish_replay`).
     if pass.bound {
-        if let Some(inst) = s.take() {
+        let fit = if entry.has_shape_classes() {
+            Fit::Recent
+        } else {
+            Fit::Smallest
+        };
+        if let Some(inst) = s.take(fit) {
             pass.set_inst(inst);
         }
     }

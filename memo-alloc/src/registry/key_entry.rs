@@ -222,6 +222,13 @@ impl KeyEntry {
         !self.state().plan().is_null()
     }
 
+    /// Whether this entry is a key whose passes are classified by shape, or one of its
+    /// classes: its bound passes share one slab block with the key's other classes (see
+    /// `memory::blocks`).
+    pub(crate) fn has_shape_classes(&self) -> bool {
+        self.classes.is_class() || self.classes.classed()
+    }
+
     /// Whether a profile may start now (not backing off after an abandoned one).
     pub(crate) fn may_profile(&self) -> bool {
         CLOCK.load(Ordering::Relaxed) >= self.backoff_until.load(Ordering::Relaxed)

@@ -5,10 +5,11 @@ use proptest::prelude::*;
 use super::hit::{all_empty, claim};
 use super::matching::take;
 use crate::format::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
+use crate::memory::blocks::Fit;
 use crate::replay::free::free;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::EMPTY;
-use crate::replay::slab::pool::Slabs;
+use crate::replay::slab::pool::{Lend, Slabs};
 use crate::replay::state::{At, Lost, Shrink, ANCHOR};
 use crate::stats::MissReason;
 use crate::support::sync::{AtomicU32, Ordering};
@@ -553,7 +554,7 @@ fn layouts() -> impl Strategy<Value = Vec<(u64, u64)>> {
 fn hand_out_and_free(at: &[(u64, u64)], ops: &[(bool, usize)]) {
     let slabs = Slabs::new(plan_at(at), 1).unwrap();
     slabs.register();
-    let inst = slabs.take().unwrap();
+    let inst = slabs.take(Fit::Smallest).unwrap();
     // SAFETY: taken above; lives as long as `slabs`.
     let i = unsafe { &*inst };
     let overlap = |a: usize, b: usize| {
@@ -596,7 +597,7 @@ fn hand_out_and_free(at: &[(u64, u64)], ops: &[(bool, usize)]) {
         .chain(i.spanning.iter())
         .all(|o| o.load(Ordering::Relaxed) == EMPTY));
     // SAFETY: taken above; the pass is over and nothing is live.
-    unsafe { slabs.release(inst, false, false) };
+    unsafe { slabs.release(inst, false, Lend::Nothing) };
     assert!(slabs.try_retire());
 }
 

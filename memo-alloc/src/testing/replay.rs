@@ -16,11 +16,12 @@ use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 
 use crate::format::trace::PlanFile;
+use crate::memory::blocks::Fit;
 use crate::memory::region;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::Instance;
-use crate::replay::slab::pool::Slabs;
+use crate::replay::slab::pool::{Lend, Slabs};
 use crate::replay::{free, hit};
 use crate::stats::{MissReason, PassCounters};
 
@@ -209,7 +210,7 @@ impl ReplayDriver {
     fn begin_pass(&mut self) {
         let slabs = self.slabs();
         slabs.register();
-        let inst = slabs.take().unwrap_or(ptr::null_mut());
+        let inst = slabs.take(Fit::Smallest).unwrap_or(ptr::null_mut());
         self.inst = inst;
         // SAFETY: the plan is the driver's; the instance (if any) is held until `end_pass`.
         self.context.replayer = unsafe { Replayer::new(inst, &raw const (*self.slabs).plan) };
@@ -221,7 +222,7 @@ impl ReplayDriver {
         self.context.replayer.detach();
         // SAFETY: the running pass registered and took `inst` (or none) from this pool;
         // it hands nothing out any more.
-        unsafe { self.slabs().release(inst, false, false) };
+        unsafe { self.slabs().release(inst, false, Lend::Nothing) };
     }
 }
 

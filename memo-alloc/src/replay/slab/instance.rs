@@ -191,18 +191,19 @@ impl Instance {
             && (plan.lanes.bytes == 0 || !self.lane_base().is_null())
     }
 
-    /// Takes the blocks the instance lacks: its slots' and its lanes' (each only if the
-    /// plan has some); `false` when memory ran out (it keeps what it got).
+    /// Takes the blocks the instance lacks: its slots' (an idle one as `fit` chooses) and
+    /// its lanes' (each only if the plan has some); `false` when memory ran out (it keeps
+    /// what it got).
     ///
     /// # Safety
     /// The caller owns the instance (won `IN_USE`, or holds it for its pass); `locked`:
     /// it holds `region::LOCK`.
-    pub(super) unsafe fn ensure_blocks(&self, plan: &CompiledPlan, locked: bool) -> bool {
+    pub(super) unsafe fn ensure_blocks(&self, plan: &CompiledPlan, fit: Fit, locked: bool) -> bool {
+        debug_assert!(fit != Fit::Exact, "a slots' block holds the plan's height");
         let owner = (self as *const Instance).cast_mut().cast();
         // SAFETY: forwarded.
         unsafe {
-            self.slot_block
-                .ensure(plan.height, Fit::Smallest, owner, locked)
+            self.slot_block.ensure(plan.height, fit, owner, locked)
                 && self
                     .lane_block
                     .ensure(plan.lanes.bytes, Fit::Exact, owner, locked)

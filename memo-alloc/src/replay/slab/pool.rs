@@ -18,7 +18,8 @@
 
 use std::ptr;
 
-use crate::memory::{blocks, region};
+use crate::memory::blocks::{self, Fit};
+use crate::memory::region;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::{set_lend_pending, Instance, DEAD, FREE, IN_USE};
 use crate::support::fallible::{try_box, try_boxed_slice};
@@ -29,6 +30,21 @@ pub(crate) const MAX_INSTANCES: usize = 256;
 
 /// Pinned instances a pool holds before passes reuse them instead of creating new ones.
 pub(crate) const PINNED_BEFORE_REUSE: usize = 4;
+
+/// What a pass gives back to the idle list when it ends (see `memory::blocks`), of the
+/// blocks of its instance with nothing live in them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lend {
+    /// Nothing: the instance keeps its blocks for its plan's next pass (a pass bound to a
+    /// thread).
+    Nothing,
+    /// The slots' block: a bound pass of a key whose passes come in shape classes, whose
+    /// next pass, of whichever class, takes it again ([`Fit::Recent`]).
+    Slots,
+    /// Both blocks (an unbound pass; a lane block with cells live is lent once they are
+    /// freed: `lend_pending`).
+    All,
+}
 
 /// What putting an instance back found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,33 +112,34 @@ impl Slabs {
 
     /// Takes a free instance, with memory, for a registered pass: a drained one, else a new
     /// one, else (when [`PINNED_BEFORE_REUSE`] are pinned or the pool is full) a pinned one.
+    /// An instance without its slots' block takes an idle one as `fit` chooses.
     /// `None` when every instance is in use and the pool is full, or memory ran out. Runs
     /// at a pass or poll boundary with the re-entrancy guard set.
-    pub(crate) fn take(&self) -> Option<*mut Instance> {
-        if let Some(i) = self.take_existing(false, false) {
+    pub(crate) fn take(&self, fit: Fit) -> Option<*mut Instance> {
+        if let Some(i) = self.take_existing(false, false, fit) {
             return Some(i);
         }
         let _g = region::LOCK.lock();
-        if let Some(i) = self.take_existing(false, true) {
+        if let Some(i) = self.take_existing(false, true, fit) {
             return Some(i);
         }
         let n = self.count.load(Ordering::Acquire);
         if n < self.instances.len() && self.pinned() < PINNED_BEFORE_REUSE {
-            if let Some(i) = self.create(n) {
+            if let Some(i) = self.create(n, fit) {
                 return Some(i);
             }
         }
-        self.take_existing(true, true)
+        self.take_existing(true, true, fit)
     }
 
     /// Creates instance number `n` (with the region lock held).
-    fn create(&self, n: usize) -> Option<*mut Instance> {
+    fn create(&self, n: usize, fit: Fit) -> Option<*mut Instance> {
         debug_assert!(n < self.instances.len() && n == self.count.load(Ordering::Relaxed));
         let plan = &self.plan;
         let inst = Instance::new(plan)?;
         let inst = Box::into_raw(inst);
         // SAFETY: not yet published: only this thread sees `inst`; the lock is held.
-        if !unsafe { (*inst).ensure_blocks(plan, true) } {
+        if !unsafe { (*inst).ensure_blocks(plan, fit, true) } {
             // Memory ran out for its second block: the first (the directory points its
             // chunks to `inst`) goes back before the instance is freed.
             // SAFETY: never published, nothing of it live; the lock is held.
@@ -141,10 +158,10 @@ impl Slabs {
     /// keeps its pages idle (after a re-profile began, the instances then idle gave their
     /// memory back, `shed_idle`, and the instance a pass on another thread held is the
     /// warm one). `locked`: the caller holds `region::LOCK`.
-    fn take_existing(&self, allow_pinned: bool, locked: bool) -> Option<*mut Instance> {
+    fn take_existing(&self, allow_pinned: bool, locked: bool, fit: Fit) -> Option<*mut Instance> {
         let warm = |i: &Instance| i.holds_blocks(&self.plan);
-        self.take_existing_if(allow_pinned, locked, warm)
-            .or_else(|| self.take_existing_if(allow_pinned, locked, |_| true))
+        self.take_existing_if(allow_pinned, locked, fit, warm)
+            .or_else(|| self.take_existing_if(allow_pinned, locked, fit, |_| true))
     }
 
     /// [`Slabs::take_existing`] among the instances `wanted` says (a hint: read before
@@ -153,6 +170,7 @@ impl Slabs {
         &self,
         allow_pinned: bool,
         locked: bool,
+        fit: Fit,
         wanted: impl Fn(&Instance) -> bool,
     ) -> Option<*mut Instance> {
         let n = self.count.load(Ordering::Acquire);
@@ -186,7 +204,7 @@ impl Slabs {
             // SAFETY: IN_USE was won by this thread: it is the only writer of the
             // owner-only state until it releases the instance. (A pinned instance kept
             // its slots' block.)
-            if !unsafe { i.ensure_blocks(&self.plan, locked) } {
+            if !unsafe { i.ensure_blocks(&self.plan, fit, locked) } {
                 i.state.store(FREE, Ordering::Release);
                 return None; // out of memory: creating one would fail too
             }
@@ -200,9 +218,9 @@ impl Slabs {
     /// Ends a registered pass: puts its instance (if it took one) back. With live slots it
     /// is pinned: slots newly live are noted as outliving the pass (unless `cut_short`: a
     /// pass that unwound leaves blocks live that it would have freed), and the pages no
-    /// live slot covers are returned. When `lend` (an unbound pass), each of its blocks
-    /// with nothing live goes back to the idle list (a lane block with cells live does
-    /// once they are freed: `lend_pending`); else it keeps them for the next pass.
+    /// live slot covers are returned. The blocks `lend` names go back to the idle list
+    /// when nothing is live in them (a lane block with cells live does once they are
+    /// freed: `lend_pending`); the instance keeps the others for its plan's next pass.
     ///
     /// # Safety
     /// The calling pass registered with this pool and `inst` is null or the instance it
@@ -212,7 +230,7 @@ impl Slabs {
         &self,
         inst: *mut Instance,
         cut_short: bool,
-        lend: bool,
+        lend: Lend,
     ) -> Released {
         // SAFETY: taken from this pool and still published.
         let Some(i) = (unsafe { inst.as_ref() }) else {
@@ -246,14 +264,14 @@ impl Slabs {
             }
             out.pages_returned = self.return_uncovered_pages(i, &live);
             i.pinned.store(true, Ordering::Release);
-        } else if lend {
+        } else if lend != Lend::Nothing {
             // SAFETY: still owned by the caller; no slot is live.
             unsafe { i.let_go_slots(true) };
         }
-        if lend && !i.lanes_live() {
+        if lend == Lend::All && !i.lanes_live() {
             // SAFETY: still owned by the caller; no cell is live.
             unsafe { i.let_go_lanes(true) };
-        } else if lend {
+        } else if lend == Lend::All {
             // A small block outlives the pass in its cell: the lane block is lent once
             // its cells are freed, by a later pass end of any plan.
             set_lend_pending(i, true);
@@ -326,7 +344,7 @@ impl Slabs {
     /// The calling pass holds `inst` (acquired from this pool).
     pub(crate) unsafe fn unpark(&self, inst: *mut Instance) -> bool {
         // SAFETY: held by the caller.
-        unsafe { (*inst).ensure_blocks(&self.plan, false) }
+        unsafe { (*inst).ensure_blocks(&self.plan, Fit::Smallest, false) }
     }
 
     /// Returns the pages of `i`'s slots' block that none of the `live` slots covers.
