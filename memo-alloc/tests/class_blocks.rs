@@ -45,7 +45,9 @@ fn a_keys_shape_classes_take_turns_on_one_slab_block() {
     assert_eq!(pass(LARGE), large); // founds the large shape's class: profiled
     wait();
     assert_eq!(memo_alloc::report(KEY).expect("report").shape_classes, 1);
-    for _ in 0..2 {
+    // The small shape's first block waits idle until the large shape's passes have passed
+    // it over eight times.
+    for _ in 0..8 {
         assert_eq!(pass(SMALL), small);
         assert_eq!(pass(LARGE), large);
     }

@@ -34,6 +34,8 @@ pub(crate) struct Block {
     /// Bytes from `base` its holders may have touched (the most any asked for since its
     /// pages were last returned): its pages past them are not resident.
     used: u64,
+    /// Recent takes too large for it since it was last given back (see [`Fit::Recent`]).
+    passed_over: u32,
 }
 
 impl Block {
@@ -47,7 +49,13 @@ const NO_BLOCK: Block = Block {
     base: std::ptr::null_mut(),
     chunks: 0,
     used: 0,
+    passed_over: 0,
 };
+
+/// Recent takes too large for an idle block that it waits through before it goes back to
+/// the OS: a smaller class's block, which the classes taking turns on a larger one leave
+/// idle, resident (a block that a thread keeps taking waits idle between its passes only).
+const PASSED_OVER_LIMIT: u32 = 8;
 
 /// The idle blocks; only touched with [`region::LOCK`] held.
 struct Idle(UnsafeCell<([Block; MAX_IDLE], usize)>);
@@ -71,7 +79,8 @@ pub(crate) enum Fit {
     Smallest,
     /// The one given back last, when it holds the request in at most twice the chunks it
     /// needs (the slots of a key's shape classes, which take turns on one block); else as
-    /// `Smallest`.
+    /// `Smallest`. Idle blocks too small for [`PASSED_OVER_LIMIT`] such takes in a row go
+    /// back to the OS.
     Recent,
     /// Only one of exactly the chunks it needs, its pages past the request returned to
     /// the OS (a lane block: a few pages used of one chunk, where an idle block's other
@@ -104,12 +113,8 @@ pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block>
     }
     let need = chunks_for(bytes);
     let reused = with_idle(|blocks, len| {
-        if fit == Fit::Recent && *len > 0 && blocks[*len - 1].chunks < need {
-            // Given back last by the key's previous pass, of a smaller class: it would
-            // wait idle, resident, beside the larger block the classes take turns on from
-            // now. Back to the OS.
-            *len -= 1;
-            region::release(blocks[*len].base, blocks[*len].chunks);
+        if fit == Fit::Recent {
+            release_passed_over(blocks, len, need);
         }
         let at = pick(&blocks[..*len], need, fit)?;
         let b = blocks[at];
@@ -135,7 +140,28 @@ pub(crate) fn take_locked(bytes: u64, fit: Fit, owner: *mut ()) -> Option<Block>
         base,
         chunks: need,
         used: bytes,
+        passed_over: 0,
     })
+}
+
+/// A recent take of `need` chunks passes over the idle blocks smaller than that: each
+/// counts it, and those that reach [`PASSED_OVER_LIMIT`] go back to the OS. The caller
+/// holds [`region::LOCK`].
+fn release_passed_over(blocks: &mut [Block; MAX_IDLE], len: &mut usize, need: usize) {
+    let mut i = 0;
+    while i < *len {
+        let b = &mut blocks[i];
+        if b.chunks < need {
+            b.passed_over += 1;
+            if b.passed_over >= PASSED_OVER_LIMIT {
+                region::release(b.base, b.chunks);
+                blocks.copy_within(i + 1..*len, i);
+                *len -= 1;
+                continue;
+            }
+        }
+        i += 1;
+    }
 }
 
 /// Which of the `idle` blocks (in the order given back) a take of `need` chunks uses, as
@@ -167,8 +193,9 @@ pub(crate) fn give_back(block: Block) {
 }
 
 /// As [`give_back`], with [`region::LOCK`] already held by the caller.
-pub(crate) fn give_back_locked(block: Block) {
+pub(crate) fn give_back_locked(mut block: Block) {
     debug_assert!(!block.base.is_null() && block.chunks > 0);
+    block.passed_over = 0;
     region::assign(block.base, block.chunks, std::ptr::null_mut());
     let kept = with_idle(|blocks, len| {
         if *len == MAX_IDLE {
@@ -316,28 +343,42 @@ mod tests {
         });
     }
 
-    /// A block given back last that is too small for a recent fit goes back to the OS: it
-    /// is the key's smaller class's, and would wait idle, resident, beside the block the
-    /// classes take turns on.
+    /// An idle block too small for recent fits goes back to the OS once
+    /// `PASSED_OVER_LIMIT` of them passed it over: it is a smaller class's, which the
+    /// classes taking turns on a larger block leave idle. Given back again, it counts
+    /// afresh.
     #[test]
-    fn a_recent_fit_releases_a_smaller_block_given_back_last() {
+    fn a_recent_fit_releases_a_smaller_block_it_keeps_passing_over() {
         alone(|| {
             let one = take_locked(CHUNK as u64, Fit::Smallest, owner(136)).expect("carved");
             give_back_locked(one);
-            let two = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("carved");
-            assert_eq!(two.chunks, 2);
-            assert_eq!(
-                with_idle(|_, len| *len),
-                0,
-                "the one-chunk block is released"
-            );
-            region::release(two.base, two.chunks);
-            // With the smallest fit it stays idle for another request.
-            let one = take_locked(CHUNK as u64, Fit::Smallest, owner(152)).expect("carved");
-            give_back_locked(one);
-            let three = take_locked(3 * CHUNK as u64, Fit::Smallest, owner(160)).expect("carved");
+            let mut two = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("carved");
+            for _ in 1..PASSED_OVER_LIMIT - 1 {
+                give_back_locked(two);
+                two = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("reused");
+            }
+            assert_eq!(with_idle(|_, len| *len), 1, "passed over seven times: idle");
+            // Taken and given back: it counts afresh.
+            let again = take_locked(CHUNK as u64, Fit::Smallest, owner(152)).expect("reused");
+            assert_eq!(again.base, one.base);
+            give_back_locked(again);
+            for _ in 0..PASSED_OVER_LIMIT - 1 {
+                give_back_locked(two);
+                two = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("reused");
+            }
             assert_eq!(with_idle(|_, len| *len), 1);
-            region::release(three.base, three.chunks);
+            give_back_locked(two);
+            let last = take_locked(2 * CHUNK as u64, Fit::Recent, owner(144)).expect("reused");
+            assert_eq!(with_idle(|_, len| *len), 0, "the eighth releases it");
+            // A smallest fit never does.
+            let small = take_locked(CHUNK as u64, Fit::Smallest, owner(160)).expect("carved");
+            give_back_locked(small);
+            for _ in 0..2 * PASSED_OVER_LIMIT {
+                let big = take_locked(3 * CHUNK as u64, Fit::Smallest, owner(168)).expect("carved");
+                region::release(big.base, big.chunks);
+            }
+            assert_eq!(with_idle(|_, len| *len), 1);
+            region::release(last.base, last.chunks);
         });
     }
 
