@@ -50,7 +50,6 @@ use loom::thread;
 use crate::format::trace::{
     PlanFile, PlanLanes, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT,
 };
-use crate::memory::blocks::Fit;
 use crate::memory::run_stack::{Run, RunStack};
 use crate::registry::reclaim::Reclaimer;
 use crate::registry::{KeyEntry, KeyState, Signature};
@@ -213,7 +212,7 @@ unsafe impl Send for Shared {}
 /// A pass registers with the plan and takes an instance (`None`: unregistered again).
 fn acquire(slabs: &Slabs) -> Option<*mut Instance> {
     slabs.register();
-    let inst = slabs.take(Fit::Smallest);
+    let inst = slabs.take(Lend::Nothing);
     if inst.is_none() {
         // SAFETY: registered above, no instance taken.
         unsafe { slabs.release(std::ptr::null_mut(), false, Lend::Nothing) };

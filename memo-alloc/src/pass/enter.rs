@@ -9,11 +9,11 @@
 use std::ptr;
 
 use crate::config;
-use crate::memory::blocks::Fit;
 use crate::pass::context::{self, Context, UNKNOWN};
 use crate::pass::finish::{end, leave_resources};
 use crate::pass::state::{PassKind, PassState};
 use crate::profiling::recorder::{counted_lanes, Bounds, Recorder};
+use crate::replay::slab::pool::Lend;
 use crate::stats::{self, AbandonReason, MissReason, GLOBAL};
 use crate::support::thread::{self, AllocPath};
 
@@ -81,7 +81,7 @@ fn supply(p: &PassState, m: &mut Context) {
     let slabs = unsafe { &*p.slabs };
     let mut inst = p.inst();
     if inst.is_null() {
-        let Some(taken) = slabs.take(Fit::Smallest) else {
+        let Some(taken) = slabs.take(Lend::All) else {
             return;
         };
         p.set_inst(taken);

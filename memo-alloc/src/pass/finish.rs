@@ -163,8 +163,6 @@ fn finish_profile(
         None => (None, false, false),
     };
     let base = entry.filter(|_| !founded).and_then(Pinned::current);
-    // The planner purges the backend after a key's first plan (`worker::run`).
-    let first_plan = entry.filter(|e| base.is_none() && !e.classes.is_class());
     let job = Job {
         profile,
         entry,
@@ -173,6 +171,7 @@ fn finish_profile(
         signature,
         retag,
     };
+    let first_plan = entry.filter(|_| job.first_plan());
     if !worker::submit(job) {
         abandon_profile(entry, AbandonReason::PlannerBusy);
         return None;
@@ -266,12 +265,10 @@ fn finish_replay(
     if !p.slabs.is_null() {
         // SAFETY: the pass registered with `slabs` at start; it stays alive until released
         // here, and every context left.
-        let lend = match p.entry {
-            _ if !p.bound => Lend::All,
-            // The next pass of the key, of whichever class, takes the block again.
-            Some(e) if e.has_shape_classes() => Lend::Slots,
-            _ => Lend::Nothing,
-        };
+        // A pass of a key with shape classes gives its slots' block to the key's next
+        // pass, of whichever class.
+        let classes = p.entry.is_some_and(KeyEntry::has_shape_classes);
+        let lend = Lend::for_pass(p.bound, classes);
         let released = unsafe { (*p.slabs).release(p.inst(), abandon.is_some(), lend) };
         note_released(&released);
         if !p.bound && lends_pending() {

@@ -4,13 +4,13 @@
 //! context at once ([`start`]); `Pass::new` makes one owned by the caller ([`create`]).
 
 use crate::config::{self, Config, Mode};
-use crate::memory::blocks::Fit;
 use crate::pass::context::{self, Context};
 use crate::pass::state::{PassKind, PassState};
 use crate::pass::{enter, finish, fork};
 use crate::plan::worker;
 use crate::profiling::recorder::{counted_lanes, Bounds, Recorder};
 use crate::registry::{self, cache, KeyEntry, KeyState};
+use crate::replay::slab::pool::Lend;
 use crate::stats::{self, AbandonReason, GLOBAL};
 use crate::support::fallible::try_box;
 
@@ -141,12 +141,7 @@ pub(crate) fn choose_for(
     // Without one, every allocation misses with `NoSlab`. A key's shape classes take
     // turns on the slots' block their passes give back (`finish_replay`).
     if pass.bound {
-        let fit = if entry.has_shape_classes() {
-            Fit::Recent
-        } else {
-            Fit::Smallest
-        };
-        if let Some(inst) = s.take(fit) {
+        if let Some(inst) = s.take(Lend::for_pass(true, entry.has_shape_classes())) {
             pass.set_inst(inst);
         }
     }

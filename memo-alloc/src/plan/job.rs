@@ -67,6 +67,13 @@ pub(crate) static PANIC_NEXT_PLAN: crate::support::sync::plain::AtomicBool =
     crate::support::sync::plain::AtomicBool::new(false);
 
 impl Job {
+    /// Whether the job makes its key's first plan, which moves the key's passes from the
+    /// backend to slabs (the planner then purges the backend, `worker::run`): no previous
+    /// plan to merge into, and not a shape class's (a class's key is on slabs already).
+    pub(crate) fn first_plan(&self) -> bool {
+        self.base.is_none() && !self.entry.is_some_and(|e| e.classes.is_class())
+    }
+
     /// Plans the profile and publishes the plan (on the planner thread, or inline; see
     /// `worker.rs`).
     pub(crate) fn run(self, cfg: &Config) {

@@ -221,7 +221,7 @@ fn run(job: Job) {
     // class's first plan does not (the key's passes are on slabs already), and what its
     // profiled pass freed is what the key's next backend requests reuse (a decoding
     // loop's escaping cache, which a purge after its prefill's class would fault back).
-    let first_plan = job.base.is_none() && !entry.is_some_and(|e| e.classes.is_class());
+    let first_plan = job.first_plan();
     let planned =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(config::config())));
     if planned.is_err() {

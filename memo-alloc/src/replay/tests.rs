@@ -5,7 +5,6 @@ use proptest::prelude::*;
 use super::hit::{all_empty, claim};
 use super::matching::take;
 use crate::format::trace::{PlanFile, PlanSlot, TraceScope, FORMAT_VERSION, PLAN_FORMAT};
-use crate::memory::blocks::Fit;
 use crate::replay::free::free;
 use crate::replay::slab::compile::CompiledPlan;
 use crate::replay::slab::instance::EMPTY;
@@ -554,7 +553,7 @@ fn layouts() -> impl Strategy<Value = Vec<(u64, u64)>> {
 fn hand_out_and_free(at: &[(u64, u64)], ops: &[(bool, usize)]) {
     let slabs = Slabs::new(plan_at(at), 1).unwrap();
     slabs.register();
-    let inst = slabs.take(Fit::Smallest).unwrap();
+    let inst = slabs.take(Lend::Nothing).unwrap();
     // SAFETY: taken above; lives as long as `slabs`.
     let i = unsafe { &*inst };
     let overlap = |a: usize, b: usize| {

@@ -16,7 +16,6 @@ use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 
 use crate::format::trace::PlanFile;
-use crate::memory::blocks::Fit;
 use crate::memory::region;
 use crate::replay::replayer::{ReplayContext, Replayer};
 use crate::replay::slab::compile::CompiledPlan;
@@ -210,7 +209,7 @@ impl ReplayDriver {
     fn begin_pass(&mut self) {
         let slabs = self.slabs();
         slabs.register();
-        let inst = slabs.take(Fit::Smallest).unwrap_or(ptr::null_mut());
+        let inst = slabs.take(Lend::Nothing).unwrap_or(ptr::null_mut());
         self.inst = inst;
         // SAFETY: the plan is the driver's; the instance (if any) is held until `end_pass`.
         self.context.replayer = unsafe { Replayer::new(inst, &raw const (*self.slabs).plan) };

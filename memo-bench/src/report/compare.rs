@@ -59,14 +59,19 @@ pub struct VsMemo {
 }
 
 impl VsMemo {
-    /// The ratios by name, in the order the summary prints them.
+    /// The ratios' names, in the order [`VsMemo::by_name`] gives them and the summary
+    /// prints them.
+    pub const STATISTICS: [&'static str; 5] = ["p50", "p99", "mean", "cpu_p50", "cpu_mean"];
+
+    /// The ratios by name ([`VsMemo::STATISTICS`]).
     pub fn by_name(&self) -> [(&'static str, Option<Ratio>); 5] {
+        let [p50, p99, mean, cpu_p50, cpu_mean] = Self::STATISTICS;
         [
-            ("p50", Some(self.p50)),
-            ("p99", Some(self.p99)),
-            ("mean", Some(self.mean)),
-            ("cpu_p50", self.cpu_p50),
-            ("cpu_mean", self.cpu_mean),
+            (p50, Some(self.p50)),
+            (p99, Some(self.p99)),
+            (mean, Some(self.mean)),
+            (cpu_p50, self.cpu_p50),
+            (cpu_mean, self.cpu_mean),
         ]
     }
 }

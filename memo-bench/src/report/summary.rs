@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::compare::VsMemo;
 use super::{Cell, Report};
 use crate::stats::{Interval, Verdict};
 
@@ -94,7 +95,7 @@ fn verdicts(rep: &Report) -> String {
         rep.reps,
         if rep.reps == 1 { ", within one process only" } else { "s" }
     );
-    let stats = ["p50", "p99", "mean", "cpu_p50", "cpu_mean"];
+    let stats = VsMemo::STATISTICS;
     let _ = write!(s, "  {:<14}", "vs");
     for st in stats {
         let _ = write!(s, " {st:>10}");

@@ -46,6 +46,27 @@ pub(crate) enum Lend {
     All,
 }
 
+impl Lend {
+    /// What a pass gives back: an unbound one both blocks, a bound one of a key with shape
+    /// classes (or of one of its classes) its slots' block, any other bound one nothing.
+    pub(crate) fn for_pass(bound: bool, shape_classes: bool) -> Lend {
+        match (bound, shape_classes) {
+            (false, _) => Lend::All,
+            (true, true) => Lend::Slots,
+            (true, false) => Lend::Nothing,
+        }
+    }
+
+    /// The idle block an instance of such a pass takes for its slots: the one given back
+    /// last where the key's classes take turns on one, else the smallest that holds it.
+    fn fit(self) -> Fit {
+        match self {
+            Lend::Slots => Fit::Recent,
+            Lend::Nothing | Lend::All => Fit::Smallest,
+        }
+    }
+}
+
 /// What putting an instance back found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Released {
@@ -112,10 +133,12 @@ impl Slabs {
 
     /// Takes a free instance, with memory, for a registered pass: a drained one, else a new
     /// one, else (when [`PINNED_BEFORE_REUSE`] are pinned or the pool is full) a pinned one.
-    /// An instance without its slots' block takes an idle one as `fit` chooses.
+    /// An instance without its slots' block takes an idle one as fits a pass that gives
+    /// back `lend` when it ends ([`Lend::fit`]).
     /// `None` when every instance is in use and the pool is full, or memory ran out. Runs
     /// at a pass or poll boundary with the re-entrancy guard set.
-    pub(crate) fn take(&self, fit: Fit) -> Option<*mut Instance> {
+    pub(crate) fn take(&self, lend: Lend) -> Option<*mut Instance> {
+        let fit = lend.fit();
         if let Some(i) = self.take_existing(false, false, fit) {
             return Some(i);
         }
